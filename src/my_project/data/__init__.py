@@ -1,0 +1,1 @@
+"""Data modules: digits (bundled, the default) and MNIST (IDX files, downloaded when missing)."""

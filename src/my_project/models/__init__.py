@@ -1,0 +1,1 @@
+"""The LightningModule (`classifier`) and the networks it can wrap (`nets`)."""

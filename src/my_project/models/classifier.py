@@ -1,0 +1,119 @@
+"""The LightningModule: an image classifier around any network from `models.nets`.
+
+Every metric is a torchmetrics object registered as a submodule, so `.to(device)` moves it
+with the weights and DDP synchronises it; metrics are updated every step on the device and
+computed (one host sync) only at epoch end.
+
+Hyperparameters are plain dicts and numbers (never modules or partials), so checkpoints load
+under torch's default ``weights_only=True`` and need no config to be rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from hydra.utils import instantiate
+from lightning.pytorch import LightningModule
+from torch import Tensor
+from torchmetrics import MaxMetric, MeanMetric, MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
+
+STAGES = ("train", "val", "test")
+
+
+class ImageClassifier(LightningModule):
+    def __init__(
+        self,
+        net: dict[str, Any],
+        num_classes: int,
+        image_shape: Sequence[int],
+        lr: float = 1e-3,
+        optimizer: dict[str, Any] | None = None,
+        scheduler: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = instantiate(net, in_shape=list(image_shape), num_classes=num_classes)
+
+        accuracy = MetricCollection(
+            {"acc": MulticlassAccuracy(num_classes=num_classes, average="micro")}
+        )
+        self.train_metrics = accuracy.clone(prefix="train/")
+        self.val_metrics = accuracy.clone(prefix="val/")
+        self.test_metrics = accuracy.clone(prefix="test/")
+        self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
+        self.val_acc_best = MaxMetric()
+        self.test_confusion = MulticlassConfusionMatrix(num_classes=num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+    # -- steps: update metrics on the device, never sync to the host --------------------------
+    def _step(self, batch: tuple[Tensor, Tensor], stage: str) -> tuple[Tensor, Tensor, Tensor]:
+        x, y = batch
+        logits = self(x)
+        loss = F.cross_entropy(logits, y)
+        preds = logits.argmax(dim=1)
+        getattr(self, f"{stage}_loss").update(loss.detach(), weight=y.numel())
+        getattr(self, f"{stage}_metrics").update(preds, y)
+        return loss, preds, y
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        return self._step(batch, "train")[0]
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        self._step(batch, "val")
+
+    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        _, preds, y = self._step(batch, "test")
+        self.test_confusion.update(preds, y)
+
+    def predict_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x = batch[0] if isinstance(batch, (list, tuple)) else batch
+        return torch.softmax(self(x), dim=1)
+
+    # -- epoch ends: compute (synchronised across processes by torchmetrics), log, reset -------
+    def _log_epoch(self, stage: str) -> dict[str, Tensor]:
+        metrics = getattr(self, f"{stage}_metrics")
+        loss = getattr(self, f"{stage}_loss")
+        values = {**metrics.compute(), f"{stage}/loss": loss.compute()}
+        metrics.reset()
+        loss.reset()
+        # Values are already identical on every rank; sync_dist only keeps Lightning's
+        # bookkeeping consistent and costs one tiny all-reduce per epoch.
+        self.log_dict(values, prog_bar=stage != "train", sync_dist=True)
+        return values
+
+    def on_train_start(self) -> None:
+        # The sanity check ran validation on an untrained model: forget it.
+        self.val_acc_best.reset()
+
+    def on_train_epoch_end(self) -> None:
+        self._log_epoch("train")
+
+    def on_validation_epoch_end(self) -> None:
+        values = self._log_epoch("val")
+        self.val_acc_best.update(values["val/acc"])
+        self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True, sync_dist=True)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_epoch("test")
+        self.test_confusion.reset()
+
+    # -- optimisation ----------------------------------------------------------------------
+    def configure_optimizers(self) -> Any:
+        spec = self.hparams.optimizer or {"_target_": "torch.optim.Adam"}
+        optimizer = instantiate(spec, params=self.parameters(), lr=self.hparams.lr)
+        if not self.hparams.scheduler:
+            return optimizer
+        scheduler_cfg = dict(self.hparams.scheduler)
+        interval = scheduler_cfg.pop("interval", "epoch")
+        monitor = scheduler_cfg.pop("monitor", "val/loss")
+        scheduler = instantiate(scheduler_cfg, optimizer=optimizer)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": interval, "monitor": monitor},
+        }

@@ -1,0 +1,51 @@
+"""Weights & Biases that never blocks a run: online with credentials, offline otherwise."""
+
+from __future__ import annotations
+
+import netrc
+import os
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.utilities import rank_zero_info
+
+
+def wandb_credentials_available() -> bool:
+    """True when wandb could log in without asking: an API key in the env or in ~/.netrc."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].split("/")[0]
+    netrc_path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    try:
+        return netrc_path.is_file() and netrc.netrc(netrc_path).authenticators(host) is not None
+    except (netrc.NetrcParseError, OSError):
+        return False
+
+
+def wandb_logger(save_dir: str, offline: bool | None = None, **kwargs: Any) -> Any:
+    """A `WandbLogger` whose mode is decided here rather than by wandb's interactive login.
+
+    ``offline=None`` (the default) means: online if credentials exist or ``WANDB_MODE`` asks
+    for it, offline otherwise, with one line saying how to upload the run later.
+    """
+    from lightning.pytorch.loggers import WandbLogger
+
+    mode = os.environ.get("WANDB_MODE")
+    if offline is None:
+        offline = mode in ("offline", "dryrun") or (
+            mode != "online" and not wandb_credentials_available()
+        )
+    Path(save_dir).mkdir(parents=True, exist_ok=True)
+    if offline:
+        os.environ.setdefault("WANDB_MODE", "offline")
+        rank_zero_info(
+            f"wandb: no credentials found, logging offline under {save_dir}/wandb; upload later "
+            f"with `wandb sync {save_dir}/wandb/offline-run-*` (after `wandb login`)."
+        )
+    os.environ.setdefault("WANDB_SILENT", "true")
+    logger = WandbLogger(save_dir=save_dir, offline=offline, **kwargs)
+    # Lightning 2.6 always passes `anonymous=None`, which current wandb warns about on every
+    # run although nobody asked for it; drop the key (a private attribute, checked by a test).
+    if logger._wandb_init.get("anonymous") is None:
+        logger._wandb_init.pop("anonymous", None)
+    return logger

@@ -1,0 +1,62 @@
+"""Every option of every config group composes and resolves (Hydra compose API)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from .helpers import CONFIG_DIR, compose_config
+
+# Groups a user picks from on the command line; `hydra` is Hydra's own.
+GROUPS = sorted(
+    str(path.parent.relative_to(CONFIG_DIR)) + "=" + path.stem
+    for path in CONFIG_DIR.rglob("*.yaml")
+    if path.parent != CONFIG_DIR and path.parent.name != "hydra"
+)
+GLOBAL_GROUPS = ("experiment", "debug")
+
+
+def test_every_group_has_options() -> None:
+    groups = {option.split("=")[0] for option in GROUPS}
+    assert {
+        "data",
+        "model",
+        "model/net",
+        "trainer",
+        "logger",
+        "callbacks",
+        "paths",
+        "debug",
+        "experiment",
+    } <= groups
+
+
+@pytest.mark.parametrize("override", GROUPS)
+def test_group_option_composes_and_resolves(override: str, tmp_path: Path) -> None:
+    group = override.split("=")[0]
+    # Sub-configs of callbacks/logger are also selectable one at a time.
+    cfg = compose_config([override], tmp_path)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert container["paths"]["output_dir"] == str(tmp_path)
+    if group in ("data", "trainer", "model"):
+        assert "_target_" in container[group]
+
+
+def test_eval_config_requires_a_checkpoint(tmp_path: Path) -> None:
+    cfg = compose_config([], tmp_path, config_name="eval")
+    assert OmegaConf.is_missing(cfg, "ckpt_path")
+
+
+def test_trainer_defaults_match_the_documented_ones(tmp_path: Path) -> None:
+    trainer = compose_config([], tmp_path).trainer
+    assert (trainer.accelerator, trainer.devices, trainer.strategy) == ("auto", 1, "auto")
+    cfg = compose_config(
+        ["trainer.devices=2", "trainer.precision=bf16-mixed", "trainer.max_epochs=3"], tmp_path
+    )
+    assert (cfg.trainer.devices, cfg.trainer.precision, cfg.trainer.max_epochs) == (
+        2,
+        "bf16-mixed",
+        3,
+    )

@@ -1,0 +1,77 @@
+"""The LightningModule: metrics are registered torchmetrics that follow the model's device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.utils import instantiate
+from torchmetrics import Metric
+
+from my_project.models.classifier import ImageClassifier
+
+from .helpers import compose_config
+
+
+def build_model(tmp_path: Path, *overrides: str) -> ImageClassifier:
+    cfg = compose_config(list(overrides), tmp_path)
+    return instantiate(cfg.model, num_classes=10, image_shape=[1, 8, 8], _convert_="all")
+
+
+def metrics_of(model: torch.nn.Module) -> dict[str, Metric]:
+    return {name: module for name, module in model.named_modules() if isinstance(module, Metric)}
+
+
+@pytest.mark.parametrize("net", ["mlp", "cnn"])
+def test_every_metric_is_a_registered_submodule(tmp_path: Path, net: str) -> None:
+    model = build_model(tmp_path, f"model/net={net}")
+    names = set(metrics_of(model))
+    for stage in ("train", "val", "test"):
+        accuracy = getattr(model, f"{stage}_metrics")["acc"]
+        assert (
+            f"{stage}_metrics.acc" in names and accuracy.__class__.__name__ == "MulticlassAccuracy"
+        )
+        assert f"{stage}_loss" in names
+    assert {"val_acc_best", "test_confusion"} <= names
+    assert model(torch.rand(5, 1, 8, 8)).shape == (5, 10)
+
+
+def _devices_after_to(model: ImageClassifier, device: str) -> set[torch.device]:
+    model.to(device)
+    devices = {metric.device for metric in metrics_of(model).values()}
+    # Metric states too, not only the metric objects' recorded device.
+    for metric in metrics_of(model).values():
+        for state in metric._defaults:
+            value = getattr(metric, state)
+            if isinstance(value, torch.Tensor):
+                devices.add(value.device)
+    return devices
+
+
+def test_metrics_follow_the_model_to_another_device_on_cpu(tmp_path: Path) -> None:
+    model = build_model(tmp_path)
+    assert _devices_after_to(model, "cpu") == {torch.device("cpu")}
+    assert _devices_after_to(model, "meta") == {torch.device("meta")}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_metrics_follow_the_model_to_cuda(tmp_path: Path) -> None:
+    model = build_model(tmp_path)
+    assert _devices_after_to(model, "cuda") == {torch.device("cuda", 0)}
+
+
+def test_accuracy_metric_counts_exactly(tmp_path: Path) -> None:
+    model = build_model(tmp_path)
+    model.test_metrics.update(torch.tensor([0, 1, 2, 3]), torch.tensor([0, 1, 0, 3]))
+    assert model.test_metrics.compute()["test/acc"].item() == pytest.approx(0.75)
+
+
+def test_hyperparameters_are_plain_data_for_weights_only_loading(tmp_path: Path) -> None:
+    model = build_model(tmp_path, "model/net=cnn")
+    path = tmp_path / "model.pt"
+    torch.save({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict()}, path)
+    loaded = torch.load(path, weights_only=True)
+    assert loaded["hyper_parameters"]["net"]["_target_"].endswith("CNN")
+    clone = ImageClassifier(**loaded["hyper_parameters"])
+    clone.load_state_dict(loaded["state_dict"])

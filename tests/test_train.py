@@ -1,0 +1,83 @@
+"""End to end: `python train.py` trains to >=95% on digits, writes its outputs, resumes, evaluates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from .helpers import FAST, read_metrics, run_entry
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real run with the default config (all epochs), shared by the tests below."""
+    run_dir = tmp_path_factory.mktemp("default_run")
+    result = run_entry("train", f"hydra.run.dir={run_dir}", "logger=csv")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
+@pytest.mark.slow
+def test_default_training_reaches_95_percent_test_accuracy(default_run: Path) -> None:
+    assert read_metrics(default_run)["test/acc"] >= 0.95
+
+
+@pytest.mark.slow
+def test_run_directory_holds_config_checkpoints_metrics_and_plots(default_run: Path) -> None:
+    for name in (
+        "config.yaml",
+        ".hydra/config.yaml",
+        "checkpoints/last.ckpt",
+        "csv/metrics.csv",
+        "metrics.json",
+        "learning_curves.png",
+        "confusion_matrix.png",
+        "train.log",
+    ):
+        assert (default_run / name).is_file(), name
+    for png in ("learning_curves.png", "confusion_matrix.png"):
+        assert (default_run / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (default_run / png).stat().st_size > 10_000
+    best = list((default_run / "checkpoints").glob("epoch_*.ckpt"))
+    assert len(best) == 1
+
+
+@pytest.mark.slow
+def test_checkpoints_load_with_weights_only(default_run: Path) -> None:
+    checkpoint = torch.load(default_run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["epoch"] == 19
+    assert checkpoint["hyper_parameters"]["lr"] == pytest.approx(0.003)
+
+
+@pytest.mark.slow
+def test_eval_of_the_best_checkpoint_gives_the_same_test_accuracy(
+    default_run: Path, tmp_path: Path
+) -> None:
+    best = next((default_run / "checkpoints").glob("epoch_*.ckpt"))
+    result = run_entry("eval", f"ckpt_path={best}", f"hydra.run.dir={tmp_path}", "logger=none")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_metrics(tmp_path)["test/acc"] == read_metrics(default_run)["test/acc"]
+
+
+def test_resume_from_last_checkpoint_ends_at_the_requested_epoch(tmp_path: Path) -> None:
+    first, resumed = tmp_path / "first", tmp_path / "resumed"
+    result = run_entry("train", *FAST, "test=false", f"hydra.run.dir={first}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    last = first / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["epoch"] == 1
+
+    result = run_entry(
+        "train", *FAST, "trainer.max_epochs=4", f"ckpt_path={last}", f"hydra.run.dir={resumed}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 3
+    rows = (resumed / "csv" / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    logged = {
+        int(float(r.split(",")[header.index("epoch")]))
+        for r in rows[1:]
+        if r.split(",")[header.index("epoch")]
+    }
+    assert logged >= {2, 3} and not logged & {0, 1}
