@@ -1,5 +1,6 @@
 """Lightning callbacks of this project (Lightning's own ones are configured in configs/callbacks)."""
 
+from .device_guard import DeviceGuard, DevicePlacementWarning
 from .plots import PlotCallback
 
-__all__ = ["PlotCallback"]
+__all__ = ["DeviceGuard", "DevicePlacementWarning", "PlotCallback"]

@@ -1,0 +1,378 @@
+"""The device guard names every tensor that will not follow the model, before the first step."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch import Callback, LightningModule, Trainer
+from omegaconf import OmegaConf
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, TensorDataset
+from torchmetrics import MeanMetric, SumMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+from my_project.callbacks import DeviceGuard, DevicePlacementWarning
+from my_project.callbacks import device_guard as guard_callback
+from my_project.models.classifier import ImageClassifier
+from my_project.utils.device_guard import (
+    DevicePlacementError,
+    check_device_placement,
+    find_device_problems,
+)
+from my_project.utils.errors import UserError
+
+from .helpers import FAST, compose_config, run_entry
+
+# -- modules with the classic mistakes ---------------------------------------------------------
+
+
+class Tiny(LightningModule):
+    """A small trainable module; subclasses add one mistake each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(4, 3)
+        self.loss = MeanMetric()
+        self.steps: list[str] = []  # which steps ran (strings, not tensors)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        self.steps.append("train")
+        x, y = batch
+        loss = nn.functional.cross_entropy(self.layer(x), y)
+        self.loss.update(loss.detach())
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.steps.append("val")
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.steps.append("test")
+
+    def predict_step(self, batch: Any, batch_idx: int) -> Tensor:
+        return self.layer(batch[0])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class PlainTensorAttribute(Tiny):
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = torch.tensor(0.0)  # the seeds' mistake: will stay on the CPU
+        self.register_buffer("count", torch.tensor(0.0))  # correct: follows the module
+
+
+class ListOfTensors(Tiny):
+    def __init__(self) -> None:
+        super().__init__()
+        self.history = [torch.zeros(3), torch.zeros(3)]
+
+
+class DictOfMetrics(Tiny):
+    def __init__(self) -> None:
+        super().__init__()
+        self.metrics = {"acc": MulticlassAccuracy(num_classes=3), "total": SumMetric()}
+
+
+class BrokenClassifier(ImageClassifier):
+    """The template's classifier plus a running total kept as a plain tensor attribute."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.total = torch.tensor(0.0)
+
+
+class BrokenOnRankOneClassifier(ImageClassifier):
+    """Broken in the second DDP process only: the first must stop too, not wait forever."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if os.environ.get("LOCAL_RANK", "0") == "1":
+            self.total = torch.tensor(0.0)
+
+
+def loader(n: int = 16) -> DataLoader:
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.randn(n, 4, generator=generator), torch.randint(0, 3, (n,), generator=generator)
+    return DataLoader(TensorDataset(x, y), batch_size=4)
+
+
+def make_trainer(*callbacks: Callback, max_epochs: int = 1) -> Trainer:
+    return Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=max_epochs,
+        callbacks=list(callbacks),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+
+
+def template_model(tmp_path: Path, net: str = "mlp") -> ImageClassifier:
+    cfg = compose_config([f"model/net={net}"], tmp_path)
+    return instantiate(cfg.model, num_classes=10, image_shape=[1, 8, 8], _convert_="all")
+
+
+# -- the walk ----------------------------------------------------------------------------------
+
+
+def test_plain_tensor_attribute_is_reported_by_name_with_register_buffer_fix() -> None:
+    [problem] = find_device_problems(PlainTensorAttribute())
+    assert (problem.path, problem.kind, problem.device) == (
+        "total",
+        "plain tensor attribute",
+        "cpu",
+    )
+    assert 'self.register_buffer("total"' in problem.fix and "PlainTensorAttribute" in problem.fix
+    assert "SumMetric" in problem.fix  # the other fix for a running total
+
+
+def test_each_tensor_of_a_list_attribute_is_reported_with_the_fix() -> None:
+    problems = find_device_problems(ListOfTensors())
+    assert [p.path for p in problems] == ["history[0]", "history[1]"]
+    assert all("register_buffer" in p.fix and "ParameterList" in p.fix for p in problems)
+
+
+def test_plain_dict_of_torchmetrics_is_reported_with_moduledict_fix() -> None:
+    module = DictOfMetrics()
+    problems = find_device_problems(module)
+    assert [p.path for p in problems] == ["metrics['acc']", "metrics['total']"]
+    assert all("torchmetrics metric in a plain dict" in p.kind for p in problems)
+    assert all("nn.ModuleDict" in p.fix and "MetricCollection" in p.fix for p in problems)
+    # Not hypothetical: the metrics' states really stay behind when the module moves.
+    module.to("meta")
+    assert module.metrics["total"].sum_value.device == torch.device("cpu")
+
+
+def test_meta_device_shows_stale_tensors_without_a_gpu() -> None:
+    module = PlainTensorAttribute().to("meta")
+    assert module.count.device == torch.device("meta")  # the buffer followed ...
+    [problem] = find_device_problems(module)  # ... the plain attribute did not
+    assert (problem.path, problem.device, problem.expected) == ("total", "cpu", "meta")
+    assert "on cpu, should be on meta with the module" in str(problem)
+    with pytest.raises(DevicePlacementError, match=r"`total`: plain tensor attribute, on cpu"):
+        check_device_placement(module)
+    assert issubclass(DevicePlacementError, UserError)  # train.py prints it, exit code 2
+
+
+@pytest.mark.parametrize("net", ["mlp", "cnn"])
+def test_template_module_reports_nothing_before_and_after_meta(tmp_path: Path, net: str) -> None:
+    model = template_model(tmp_path, net)
+    assert find_device_problems(model) == []
+    check_device_placement(model.to("meta"))
+    assert model.device == torch.device("meta")
+
+
+def test_registered_tensors_left_on_another_device_are_reported() -> None:
+    module = Tiny()  # on the CPU
+    module.layer.to("meta")  # parts moved by hand after the whole module was placed
+    module.loss.to("meta")
+    module.register_buffer("scale", torch.ones(1, device="meta"))  # created on a fixed device
+    problems = {p.path: p for p in find_device_problems(module)}
+    assert set(problems) == {
+        "layer.weight",
+        "layer.bias",
+        "scale",
+        "loss.mean_value",
+        "loss.weight",
+    }
+    assert (problems["layer.weight"].kind, problems["scale"].kind) == ("parameter", "buffer")
+    assert problems["loss.weight"].kind == "torchmetrics metric state"
+    assert (problems["layer.bias"].device, problems["layer.bias"].expected) == ("meta", "cpu")
+    assert find_device_problems(module, check_registered=False) == []
+
+
+def test_unregistered_modules_parameters_and_hand_written_metrics_are_reported() -> None:
+    class Accumulator:  # a hand-written metric: not an nn.Module, so nothing moves it
+        def __init__(self) -> None:
+            self.total = torch.tensor(0.0)
+
+        def update(self, value: Tensor) -> None:
+            self.total += value
+
+        def compute(self) -> Tensor:
+            return self.total
+
+    module = Tiny()
+    module.heads = [nn.Linear(2, 2), nn.ReLU()]  # nn.Module.__setattr__ keeps lists as they are
+    module.scales = {"a": nn.Parameter(torch.ones(1))}
+    module.accumulator = Accumulator()
+    problems = {p.path: p for p in find_device_problems(module)}
+    assert set(problems) == {"heads[0]", "scales['a']", "accumulator"}  # ReLU holds no tensor
+    assert problems["heads[0]"].fix == "nn.ModuleList(...)"
+    assert "nn.ParameterDict" in problems["scales['a']"].fix
+    assert "torchmetrics.Metric" in problems["accumulator"].fix
+
+
+def test_tensors_that_do_follow_the_module_are_not_reported() -> None:
+    module = Tiny()
+    module.rnn = nn.GRU(4, 4)  # keeps its parameters in a plain list, `_flat_weights`
+    with pytest.warns(FutureWarning):
+        module.norm = nn.utils.weight_norm(nn.Linear(4, 4))  # plain `weight`, rebuilt per call
+    module.weights = [module.layer.weight]  # an alias of a registered parameter
+    module.example_input_array = torch.rand(2, 4)  # Lightning moves it when it uses it
+    module.names = ["a", "b"]
+    module.cfg = OmegaConf.create({"dir": "${oc.env:NOT_SET_ANYWHERE}"})  # not read, not resolved
+    assert find_device_problems(module) == []
+
+
+def test_buffer_alias_and_hyperparameter_tensor_are_reported() -> None:
+    module = PlainTensorAttribute()
+    module.count_alias = module.count  # `.to()` replaces buffers: the alias keeps the old one
+    module.save_hyperparameters({"class_weights": torch.ones(3), "lr": 0.1})
+    problems = {p.path: p for p in find_device_problems(module)}
+    assert set(problems) == {"total", "count_alias", "hparams['class_weights']"}
+    assert "`self.count`" in problems["count_alias"].fix
+    assert 'register_buffer("class_weights"' in problems["hparams['class_weights']"].fix
+
+
+def test_message_lists_twenty_problems_and_counts_the_rest() -> None:
+    module = Tiny()
+    module.cache = [torch.zeros(1) for _ in range(25)]
+    problems = find_device_problems(module)
+    assert len(problems) == 25
+    with pytest.raises(DevicePlacementError) as error:
+        check_device_placement(module)
+    message = str(error.value)
+    assert "cache[19]" in message and "cache[20]" not in message and "and 5 more" in message
+
+
+def test_ignore_leaves_out_matching_paths_and_everything_under_them() -> None:
+    module = ListOfTensors()
+    module.total = torch.tensor(0.0)
+    assert [p.path for p in find_device_problems(module, ignore=["history"])] == ["total"]
+    assert find_device_problems(module, ignore=["hist*", "total"]) == []
+
+
+# -- the callback in real Trainer runs ---------------------------------------------------------
+
+
+def test_broken_module_fails_at_fit_start_before_any_step() -> None:
+    module = PlainTensorAttribute()
+    trainer = make_trainer(DeviceGuard())
+    with pytest.raises(DevicePlacementError) as error:
+        trainer.fit(module, loader(), loader())
+    message = str(error.value)
+    assert "`total`: plain tensor attribute" in message
+    assert 'self.register_buffer("total", <the tensor>)' in message
+    assert "callbacks.device_guard.strict=false" in message
+    assert module.steps == [] and trainer.global_step == 0  # not even the sanity check ran
+
+
+@pytest.mark.parametrize("method", ["validate", "test", "predict"])
+def test_broken_module_fails_before_validate_test_and_predict(method: str) -> None:
+    module = ListOfTensors()
+    with pytest.raises(DevicePlacementError, match=r"history\[0\]"):
+        getattr(make_trainer(DeviceGuard()), method)(module, loader())
+    assert module.steps == []
+
+
+def test_strict_false_warns_and_training_proceeds() -> None:
+    module = DictOfMetrics()
+    trainer = make_trainer(DeviceGuard(strict=False), max_epochs=2)
+    with pytest.warns(DevicePlacementWarning, match=r"metrics\['acc'\].*nn\.ModuleDict"):
+        trainer.fit(module, loader(), loader())
+    assert trainer.global_step == 8  # 2 epochs of 16 samples in batches of 4
+    assert module.steps.count("train") == 8
+
+
+def test_guard_checks_once_per_run_and_never_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def counting(module: nn.Module, **kwargs: Any) -> list[Any]:
+        calls.append(type(module).__name__)
+        return find_device_problems(module, **kwargs)
+
+    monkeypatch.setattr(guard_callback, "find_device_problems", counting)
+    module, trainer = Tiny(), make_trainer(DeviceGuard(), max_epochs=3)
+    trainer.fit(module, loader(), loader())  # 12 training steps, 3 validation epochs + sanity
+    assert trainer.global_step == 12 and len(calls) == 1
+    trainer.validate(module, loader())
+    trainer.test(module, loader())
+    trainer.predict(module, loader())
+    assert len(calls) == 4
+    # No batch or epoch hook at all: only the four run-start hooks are overridden.
+    overridden = {
+        name
+        for name, attr in vars(DeviceGuard).items()
+        if name.startswith("on_") and attr is not getattr(Callback, name, None)
+    }
+    assert overridden == {
+        "on_fit_start",
+        "on_validation_start",
+        "on_test_start",
+        "on_predict_start",
+    }
+
+
+def test_template_trains_with_the_guard_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = compose_config(["data.batch_size=256"], tmp_path)
+    datamodule = instantiate(cfg.data)
+    model = template_model(tmp_path)
+    trainer = Trainer(
+        accelerator="cpu",
+        max_epochs=1,
+        limit_train_batches=3,
+        limit_val_batches=1,
+        callbacks=[DeviceGuard()],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    with caplog.at_level(logging.INFO, logger=guard_callback.__name__):
+        trainer.fit(model, datamodule=datamodule)
+    assert trainer.global_step == 3
+    assert "every tensor of ImageClassifier follows it to cpu" in caplog.text
+
+
+# -- the entry point ---------------------------------------------------------------------------
+
+
+def test_default_callbacks_include_the_strict_guard(tmp_path: Path) -> None:
+    guard = compose_config([], tmp_path).callbacks.device_guard
+    assert guard._target_ == "my_project.callbacks.DeviceGuard" and guard.strict is True
+    assert compose_config([], tmp_path, config_name="eval").callbacks.device_guard.strict
+    assert "device_guard" not in compose_config(["~callbacks.device_guard"], tmp_path).callbacks
+
+
+@pytest.mark.slow
+def test_train_py_stops_a_broken_model_with_the_fix_and_writes_no_checkpoint(
+    tmp_path: Path,
+) -> None:
+    target = f"{__name__}.BrokenClassifier"
+    result = run_entry("train", *FAST, f"model._target_={target}", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "`total`: plain tensor attribute" in result.stderr
+    assert 'register_buffer("total"' in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_ddp_stops_every_process_when_one_finds_a_problem(tmp_path: Path) -> None:
+    """Two real gloo processes, only rank 1 broken. Without the vote, rank 0 dies at its next
+    collective with a gloo "Connection closed by peer" traceback (with NCCL: hangs)."""
+    result = run_entry(
+        "train",
+        *FAST,
+        "trainer.devices=2",
+        "trainer.strategy=ddp",
+        f"model._target_={__name__}.BrokenOnRankOneClassifier",
+        f"hydra.run.dir={tmp_path}",
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Another process found tensors of BrokenOnRankOneClassifier" in result.stderr  # rank 0
+    assert "`total`: plain tensor attribute" in result.stderr  # rank 1's own message
+    assert not (tmp_path / "checkpoints").exists()
