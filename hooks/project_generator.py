@@ -226,18 +226,35 @@ def project_paths(root: Path) -> list[str]:
     return [p for p in listing if not is_template_only(p) and (root / p).is_file()]
 
 
+def _dependency_names(pyproject: str) -> set[str]:
+    """Import names of the requirements in `dependencies` and `[project.optional-dependencies]`
+    (one requirement per line, as this pyproject writes them; tomllib is not in Python 3.10)."""
+    names: set[str] = set()
+    in_optional = in_list = False
+    for line in pyproject.splitlines():
+        if line.startswith("["):
+            in_optional, in_list = line.strip() == "[project.optional-dependencies]", False
+            continue
+        if re.match(r"dependencies\s*=\s*\[", line) or (
+            in_optional and re.match(r"[\w-]+\s*=\s*\[", line)
+        ):
+            in_list = True
+            line = line.split("[", 1)[1]
+        if in_list:
+            for name in re.findall(r'"([A-Za-z0-9][A-Za-z0-9._-]*)', line.split("#")[0]):
+                norm = re.sub(r"[-.]", "_", name.lower())
+                names.add(IMPORT_NAMES.get(norm, norm))
+            in_list = "]" not in line
+    return names
+
+
 def _reserved_names(root: Path, paths: list[str]) -> frozenset[str]:
     """Top-level module names a new package must not take: it would shadow (or be shadowed by)
     the standard library, a dependency, or one of the project's own root modules."""
     roots = {p[:-3] for p in paths if "/" not in p and p.endswith(".py")}
     roots |= {p.split("/")[0] for p in paths if p.count("/") == 1 and p.endswith("/__init__.py")}
-    deps: set[str] = set()
     pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
-        # Requirement strings, one per line as in this pyproject: `    "torch>=2.3",`
-        for name in re.findall(r'^\s*"([A-Za-z0-9][A-Za-z0-9._-]*)', pyproject.read_text(), re.M):
-            norm = re.sub(r"[-.]", "_", name.lower())
-            deps.add(IMPORT_NAMES.get(norm, norm))
+    deps = _dependency_names(pyproject.read_text()) if pyproject.is_file() else set()
     stdlib = set(getattr(sys, "stdlib_module_names", ()))
     return frozenset(stdlib | KNOWN_MODULES | roots | deps)
 
