@@ -218,12 +218,23 @@ def _walk_listing(root: Path) -> list[str]:
     return sorted(found)
 
 
-def project_paths(root: Path) -> list[str]:
-    """The template-root files that a project is made of (before renaming)."""
+def project_paths(root: Path, output: Path | None = None) -> list[str]:
+    """The template-root files that a project is made of (before renaming).
+
+    `output`, the folder being generated, is left out when it lies inside the template
+    (`cookiecutter . -o out`): its files are untracked files of the checkout by then.
+    """
     listing = _git_listing(root)
     if listing is None:
         listing = _walk_listing(root)
-    return [p for p in listing if not is_template_only(p) and (root / p).is_file()]
+    skip = ""
+    if output is not None and Path(output).resolve().is_relative_to(root.resolve()):
+        skip = Path(output).resolve().relative_to(root.resolve()).as_posix() + "/"
+    return [
+        p
+        for p in listing
+        if not is_template_only(p) and not (skip and p.startswith(skip)) and (root / p).is_file()
+    ]
 
 
 def _dependency_names(pyproject: str) -> set[str]:
@@ -259,10 +270,10 @@ def _reserved_names(root: Path, paths: list[str]) -> frozenset[str]:
     return frozenset(stdlib | KNOWN_MODULES | roots | deps)
 
 
-def read_template(root: Path) -> Template:
+def read_template(root: Path, output: Path | None = None) -> Template:
     """Read the template checkout once: project files, questions, license texts."""
     root = Path(root)
-    paths = project_paths(root)
+    paths = project_paths(root, output)
     files = {}
     for path in paths:
         full = root / path
@@ -470,7 +481,7 @@ def write(files: Mapping[str, Entry], project_dir: Path) -> None:
 
 def generate(template_root: Path, answers: Mapping[str, object], project_dir: Path) -> list[str]:
     """Fill `project_dir` (cookiecutter's rendered stub) with the project; returns its paths."""
-    template = read_template(template_root)
+    template = read_template(template_root, output=project_dir)
     files = render(template, answers)
     # The stub's own files (its README) are placeholders: the project's files replace them.
     stub = Path(template_root) / STUB_DIR

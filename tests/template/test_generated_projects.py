@@ -86,25 +86,35 @@ def test_generated_project_installs_and_passes_its_own_quick_tests(
     assert "tests/template" not in tests.stdout
 
 
-@pytest.mark.parametrize("python_version", CHOICES["python_version"])
+LONG_NAME = pytest.param(
+    "Acme Vision Research Lab",
+    "3.10",
+    marks=pytest.mark.xfail(
+        strict=True,
+        reason="tests/test_data_mnist.py has a 98-character import line naming the package: a "
+        "package name over 12 characters pushes it past line-length 100, so ruff (isort and "
+        "format) would rewrap it. Wrap that import in parentheses with a trailing comma.",
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "python_version"),
+    [*(("Acme Vision", version) for version in CHOICES["python_version"]), LONG_NAME],
+)
 def test_generated_project_is_lint_clean(
-    tmp_path: Path, cc_config: Path, python_version: str
+    tmp_path: Path, cc_config: Path, name: str, python_version: str
 ) -> None:
     """What the generated CI runs first: `ruff check .` and `ruff format --check .`."""
+    out = tmp_path / "OUT"
     made = run_cookiecutter_cli(
-        str(ROOT),
-        tmp_path,
-        cc_config,
-        "project_name=Acme Vision",
-        f"python_version={python_version}",
+        str(ROOT), out, cc_config, f"project_name={name}", f"python_version={python_version}"
     )
     assert made.returncode == 0, made.stderr[-3000:]
+    (project,) = out.iterdir()
     for command in (["check", "."], ["format", "--check", "."]):
         lint = subprocess.run(
-            [sys.executable, "-m", "ruff", *command],
-            cwd=tmp_path / "acme-vision",
-            capture_output=True,
-            text=True,
+            [sys.executable, "-m", "ruff", *command], cwd=project, capture_output=True, text=True
         )
         assert lint.returncode == 0, lint.stdout[-3000:]
 

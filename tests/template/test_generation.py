@@ -318,3 +318,17 @@ def test_without_a_checkout_the_hook_clones_the_templates_commit(tmp_path: Path)
     assert found.is_relative_to(tmp_path / "scratch")
     assert (found / "hooks" / "project_generator.py").is_file()
     assert not (found / "marker.txt").exists()  # the commit asked for, not the newest
+
+
+def test_output_inside_the_template_checkout_is_not_copied_into_itself(
+    tmp_path: Path, cc_config: Path
+) -> None:
+    """`cookiecutter . -o out` from the template: the new folder is untracked there."""
+    repo = snapshot_repo(tmp_path / "template")
+    result = run_cookiecutter_cli(".", Path("out"), cc_config, "project_name=Acme Vision", cwd=repo)
+    assert result.returncode == 0, result.stderr[-3000:]
+    project = repo / "out" / "acme-vision"
+    answers = {**DEFAULTS, "project_name": "Acme Vision", "project_slug": "acme-vision"}
+    answers["package_name"] = "acme_vision"
+    on_disk = {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()}
+    assert on_disk == expected_paths(answers)
