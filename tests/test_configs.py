@@ -49,9 +49,10 @@ def test_eval_config_requires_a_checkpoint(tmp_path: Path) -> None:
     assert OmegaConf.is_missing(cfg, "ckpt_path")
 
 
-def test_trainer_defaults_match_the_documented_ones(tmp_path: Path) -> None:
+def test_trainer_arguments_are_overridable(tmp_path: Path) -> None:
+    # The defaults themselves are a generation-time choice (cookiecutter.json); the keys are not.
     trainer = compose_config([], tmp_path).trainer
-    assert (trainer.accelerator, trainer.devices, trainer.strategy) == ("auto", 1, "auto")
+    assert {"accelerator", "devices", "strategy", "precision", "max_epochs"} <= set(trainer)
     cfg = compose_config(
         ["trainer.devices=2", "trainer.precision=bf16-mixed", "trainer.max_epochs=3"], tmp_path
     )

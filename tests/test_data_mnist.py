@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 
 from my_project.data.idx import IDXFormatError, read_idx, write_idx
-from my_project.data.mnist import MNIST_FILES, MNISTDataModule, MNISTDownloadError, download_mnist
+from my_project.data.mnist import (
+    MNIST_FILES,
+    MNISTDataModule,
+    MNISTDownloadError,
+    download_mnist,
+)
 
 
 def write_fake_mnist(

@@ -86,16 +86,7 @@ def test_generated_project_installs_and_passes_its_own_quick_tests(
     assert "tests/template" not in tests.stdout
 
 
-LONG_NAME = pytest.param(
-    "Acme Vision Research Lab",
-    "3.10",
-    marks=pytest.mark.xfail(
-        strict=True,
-        reason="tests/test_data_mnist.py has a 98-character import line naming the package: a "
-        "package name over 12 characters pushes it past line-length 100, so ruff (isort and "
-        "format) would rewrap it. Wrap that import in parentheses with a trailing comma.",
-    ),
-)
+LONG_NAME = pytest.param("Acme Vision Research Lab", "3.10", id="long-package-name")
 
 
 @pytest.mark.parametrize(
