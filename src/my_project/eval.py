@@ -16,12 +16,12 @@ from .utils.validation import check_checkpoint_path, check_trainer_config
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Load the model from its checkpoint (its own hyperparameters), test it, write metrics.json."""
     check_trainer_config(cfg.trainer)
-    from .strategies import check_strategy_and_devices  # registers dp and the Hydra-aware ddp
-
-    check_strategy_and_devices(cfg.trainer)
     ckpt_path = check_checkpoint_path(cfg.get("ckpt_path"))
     if ckpt_path is None:
         raise UserError("eval needs a checkpoint: `python eval.py ckpt_path=PATH/TO/best.ckpt`.")
+    from .strategies import check_strategy_and_devices  # registers dp and the Hydra-aware ddp
+
+    check_strategy_and_devices(cfg.trainer)
     output_dir = Path(cfg.paths.output_dir)
     if is_rank_zero():
         print_config_tree(cfg, save_to=output_dir / "config_tree.log")

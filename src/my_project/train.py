@@ -20,12 +20,12 @@ from .utils.validation import check_checkpoint_path, check_trainer_config
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit, then test the best checkpoint; return (and write) the final metrics."""
     check_trainer_config(cfg.trainer)
+    ckpt_path = check_checkpoint_path(cfg.get("ckpt_path"))
     # Registers `dp` and the Hydra-aware `ddp` before any Trainer exists; bad devices or
     # strategies fail here, before anything is written.
     from .strategies import check_strategy_and_devices
 
     check_strategy_and_devices(cfg.trainer)
-    ckpt_path = check_checkpoint_path(cfg.get("ckpt_path"))
     output_dir = Path(cfg.paths.output_dir)
     if is_rank_zero():
         print_config_tree(cfg, save_to=output_dir / "config_tree.log")
