@@ -107,11 +107,12 @@ def hydra_job_command() -> tuple[list[str], str]:
     return command, cwd
 
 
-def end_launched_job(timeout: float = 300.0) -> None:
+def end_launched_job(succeeded: bool = True, timeout: float = 300.0) -> None:
     """Wait for the processes this process launched, close the process group, restore the env.
 
     Called when a Hydra job ends (and, as a safety net, before the next launch), so that the
-    next job of a multirun starts its own processes on a fresh port.
+    next job of a multirun starts its own processes on a fresh port. After a failed job the
+    children may be waiting in a collective for this process: they are stopped, not awaited.
     """
     global _launched
     job, _launched = _launched, None
@@ -119,13 +120,18 @@ def end_launched_job(timeout: float = 300.0) -> None:
         return
     failed = []
     for rank, proc in enumerate(job.procs, start=1):
+        if not succeeded:
+            proc.kill()
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             code = proc.wait()
-        if code:
+        if code and succeeded:
             failed.append(f"rank {rank} exited with code {code}")
+    # The list is shared with Lightning's child-process observer thread, which kills this
+    # process when a child exits non-zero: emptied, it sees nothing left to watch and stops.
+    job.procs.clear()
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
     for key, value in job.saved_env.items():

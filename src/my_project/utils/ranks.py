@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, read_write
 
@@ -19,7 +20,7 @@ from omegaconf import DictConfig, read_write
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
 _STORE_KEY = "my_project/{what}"
 
-_job_end_hooks: list[Callable[[], None]] = []
+_job_end_hooks: list[Callable[[bool], None]] = []
 
 
 def is_rank_zero() -> bool:
@@ -27,8 +28,8 @@ def is_rank_zero() -> bool:
     return all(os.environ.get(var, "0") == "0" for var in _RANK_VARIABLES)
 
 
-def at_job_end(hook: Callable[[], None]) -> None:
-    """Run ``hook`` when the current Hydra job ends (DDP launchers clean up through this)."""
+def at_job_end(hook: Callable[[bool], None]) -> None:
+    """Run ``hook(succeeded)`` when the current Hydra job ends (DDP launchers clean up here)."""
     _job_end_hooks.append(hook)
 
 
@@ -63,8 +64,8 @@ def agree_across_ranks(what: str, value: str, timeout_s: float = 120.0) -> str:
 class DistributedRuns(Callback):
     """One run directory for all ranks, Hydra's files from rank 0 only, clean multirun jobs.
 
-    - torchrun: every rank agrees on rank-first's ``hydra.run.dir`` (``hydra.sweep.dir`` for
-      ``-m``); ranks other than 0 do not write ``.hydra/``.
+    - torchrun: every rank takes the ``hydra.run.dir`` (``hydra.sweep.dir`` for ``-m``) of the
+      first rank to compose its config; ranks other than 0 do not write ``.hydra/``.
     - Lightning's launcher (``trainer.devices=2``): its child processes are awaited and the
       process group is closed when the job ends, so the next job of ``-m`` starts afresh.
     """
@@ -75,11 +76,11 @@ class DistributedRuns(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._share_dir(config, "sweep")
 
-    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         hooks = list(_job_end_hooks)
         _job_end_hooks.clear()
         for hook in hooks:
-            hook()
+            hook(job_return.status == JobStatus.COMPLETED)
 
     @staticmethod
     def _share_dir(config: DictConfig, mode: str) -> None:
