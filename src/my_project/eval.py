@@ -8,6 +8,7 @@ from omegaconf import DictConfig
 
 from .utils.config import config_dir, print_config_tree
 from .utils.errors import UserError, report_user_errors
+from .utils.ranks import is_rank_zero
 from .utils.run_files import write_metrics
 from .utils.validation import check_checkpoint_path, check_trainer_config
 
@@ -18,8 +19,12 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     ckpt_path = check_checkpoint_path(cfg.get("ckpt_path"))
     if ckpt_path is None:
         raise UserError("eval needs a checkpoint: `python eval.py ckpt_path=PATH/TO/best.ckpt`.")
+    from .strategies import check_strategy_and_devices  # registers dp and the Hydra-aware ddp
+
+    check_strategy_and_devices(cfg.trainer)
     output_dir = Path(cfg.paths.output_dir)
-    print_config_tree(cfg, save_to=output_dir / "config_tree.log")
+    if is_rank_zero():
+        print_config_tree(cfg, save_to=output_dir / "config_tree.log")
 
     from hydra.utils import get_class, instantiate
 

@@ -5,7 +5,6 @@ Heavy imports (torch, Lightning) happen inside :func:`train`, so `--help` stays 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,19 +12,20 @@ from omegaconf import DictConfig
 
 from .utils.config import config_dir, print_config_tree
 from .utils.errors import report_user_errors
+from .utils.ranks import is_rank_zero
 from .utils.run_files import save_resolved_config, write_metrics
 from .utils.validation import check_checkpoint_path, check_trainer_config
-
-
-def is_rank_zero() -> bool:
-    """True in the launching process; Lightning/torchrun set these in the others."""
-    return all(os.environ.get(var, "0") == "0" for var in ("RANK", "LOCAL_RANK", "NODE_RANK"))
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit, then test the best checkpoint; return (and write) the final metrics."""
     check_trainer_config(cfg.trainer)
     ckpt_path = check_checkpoint_path(cfg.get("ckpt_path"))
+    # Registers `dp` and the Hydra-aware `ddp` before any Trainer exists; bad devices or
+    # strategies fail here, before anything is written.
+    from .strategies import check_strategy_and_devices
+
+    check_strategy_and_devices(cfg.trainer)
     output_dir = Path(cfg.paths.output_dir)
     if is_rank_zero():
         print_config_tree(cfg, save_to=output_dir / "config_tree.log")

@@ -9,6 +9,8 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, TensorDataset
 
+from ..strategies.samplers import evaluation_sampler
+
 Split = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -64,10 +66,13 @@ class InMemoryDataModule(LightningDataModule):
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         images, labels = self.splits[split]
         workers = self.hparams.num_workers
+        dataset = TensorDataset(images, labels)
         return DataLoader(
-            TensorDataset(images, labels),
+            dataset,
             batch_size=self.hparams.batch_size,
             shuffle=shuffle,
+            # Under DDP, val/test samples are split across ranks without padded duplicates.
+            sampler=None if shuffle else evaluation_sampler(dataset, self.trainer),
             num_workers=workers,
             pin_memory=self.hparams.pin_memory,
             persistent_workers=self.hparams.persistent_workers and workers > 0,

@@ -21,6 +21,8 @@ from torch import Tensor
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
+from ..strategies import parallel_forward
+
 STAGES = ("train", "val", "test")
 
 
@@ -49,7 +51,9 @@ class ImageClassifier(LightningModule):
         self.test_confusion = MulticlassConfusionMatrix(num_classes=num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.net(x)
+        # Under `trainer.strategy=dp` only this call is split across the GPUs; steps, metrics
+        # and logging stay in one place (strategies/dp.py). Elsewhere it is `self.net(x)`.
+        return parallel_forward(self, self.net, x)
 
     # -- steps: update metrics on the device, never sync to the host --------------------------
     def _step(self, batch: tuple[Tensor, Tensor], stage: str) -> tuple[Tensor, Tensor, Tensor]:

@@ -1,0 +1,141 @@
+"""Real multi-process DDP on the CPU (gloo): `trainer.devices=2`, exact test metrics, torchrun, `-m`.
+
+Each run starts two Python processes on a shared 2-core machine, so epochs are tiny and
+timeouts generous.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import ROOT, clean_env, read_metrics, run_entry
+
+# 1797 digits * 0.151 = 271 test images: not divisible by 2 ranks. With a batch of 45,
+# rank 0 gets 136 images in 4 batches and rank 1 gets 135 in 3.
+ODD_TEST_SET = ["data.test_fraction=0.151", "data.batch_size=45"]
+N_TEST = 271
+
+
+def runs_under(log_dir: Path) -> list[Path]:
+    """Every directory some process made a run of (metrics or not)."""
+    return sorted(p.parent for p in log_dir.rglob(".hydra")) + sorted(
+        p.parent for p in log_dir.rglob("train.log") if not (p.parent / ".hydra").exists()
+    )
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`python train.py trainer.devices=2` with the default run directory and both loggers."""
+    log_dir = tmp_path_factory.mktemp("ddp_logs")
+    result = run_entry(
+        "train",
+        "trainer.devices=2",
+        "trainer.max_epochs=2",
+        *ODD_TEST_SET,
+        env=clean_env(MY_PROJECT_LOG_DIR=str(log_dir)),
+        timeout=420,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "Starting with 2 processes" in result.stdout + result.stderr
+    return log_dir
+
+
+@pytest.mark.slow
+def test_two_devices_on_cpu_leave_one_run_directory_with_one_of_each_output(
+    ddp_run: Path,
+) -> None:
+    runs = runs_under(ddp_run)
+    assert len(runs) == 1, runs
+    run = runs[0]
+    assert [p.name for p in run.rglob("metrics.json")] == ["metrics.json"]
+    assert len(list((run / "wandb").glob("offline-run-*"))) == 1  # one wandb run, not one per rank
+    for name in (
+        "config.yaml",
+        "learning_curves.png",
+        "confusion_matrix.png",
+        "checkpoints/last.ckpt",
+    ):
+        assert (run / name).is_file(), name
+    assert read_metrics(run)["test/acc"] > 0.5
+
+
+@pytest.mark.slow
+def test_ddp_test_accuracy_counts_each_test_image_once(ddp_run: Path, tmp_path: Path) -> None:
+    """The DDP run's test accuracy equals a one-process evaluation of the same checkpoint,
+    on a test set of odd size (padding would have scored 272 images, one of them twice)."""
+    run = runs_under(ddp_run)[0]
+    ddp_acc = read_metrics(run)["test/acc"]
+    assert ddp_acc * N_TEST == pytest.approx(round(ddp_acc * N_TEST), abs=1e-3)
+
+    best = next((run / "checkpoints").glob("epoch_*.ckpt"))
+    result = run_entry(
+        "eval",
+        f"ckpt_path={best}",
+        *ODD_TEST_SET,
+        "trainer.accelerator=cpu",
+        "trainer.devices=1",
+        "logger=none",
+        f"hydra.run.dir={tmp_path}",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_metrics(tmp_path)["test/acc"] == ddp_acc
+
+
+@pytest.mark.slow
+def test_torchrun_on_cpu_makes_one_run_directory(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(ROOT / "train.py"),
+            "trainer.accelerator=cpu",
+            "trainer.devices=2",
+            "trainer.max_epochs=1",
+            "logger=csv",
+            "callbacks=none",
+        ],
+        cwd=ROOT,
+        env=clean_env(MY_PROJECT_LOG_DIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    runs = runs_under(tmp_path)
+    assert len(runs) == 1, runs  # both ranks agreed on one timestamped directory
+    assert read_metrics(runs[0])["test/acc"] > 0.3
+    assert result.stdout.count("CONFIG") == 1  # the config tree comes from rank 0 only
+
+
+@pytest.mark.slow
+def test_multirun_with_two_devices_runs_each_job_as_one_ddp_run(tmp_path: Path) -> None:
+    result = run_entry(
+        "train",
+        "-m",
+        "trainer.devices=2",
+        "trainer.max_epochs=1",
+        "model.lr=0.003,0.02",
+        "logger=csv",
+        "callbacks=none",
+        env=clean_env(MY_PROJECT_LOG_DIR=str(tmp_path)),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert (
+        result.stdout.count("Starting with 2 processes")
+        + result.stderr.count("Starting with 2 processes")
+        == 2
+    )
+    runs = runs_under(tmp_path)
+    assert [run.name for run in runs] == ["0", "1"], runs  # no stray runs or nested sweeps
+    for run, lr in zip(runs, ("0.003", "0.02"), strict=True):
+        assert f"model.lr={lr}" in (run / ".hydra" / "overrides.yaml").read_text()
+        assert read_metrics(run)["test/acc"] > 0.1

@@ -1,0 +1,193 @@
+"""Choosing devices and strategies: presets, clear errors, exact eval sampling, DDP child commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from lightning.pytorch.accelerators import CUDAAccelerator
+from omegaconf import OmegaConf, open_dict
+from torch.utils.data import DistributedSampler
+
+from my_project.data.digits import DigitsDataModule
+from my_project.strategies import check_strategy_and_devices, strategy_names
+from my_project.strategies.ddp import hydra_job_command
+from my_project.utils.errors import UserError
+from my_project.utils.ranks import is_rank_zero
+
+from .helpers import CONFIG_DIR, compose_config, run_entry
+
+
+def check(**trainer: object) -> None:
+    check_strategy_and_devices(OmegaConf.create(trainer))
+
+
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        ("ddp", ("gpu", -1, "ddp")),
+        ("dp", ("gpu", -1, "dp")),
+        ("ddp_cpu", ("cpu", 2, "ddp")),
+        ("cpu", ("cpu", 1, "auto")),
+    ],
+)
+def test_trainer_presets(preset: str, expected: tuple, tmp_path: Path) -> None:
+    trainer = compose_config([f"trainer={preset}"], tmp_path).trainer
+    assert (trainer.accelerator, trainer.devices, trainer.strategy) == expected
+
+
+def test_ddp_cpu_preset_and_two_devices_pass_the_checks_on_any_machine(tmp_path: Path) -> None:
+    check_strategy_and_devices(compose_config(["trainer=ddp_cpu"], tmp_path).trainer)
+    check(accelerator="cpu", devices=2, strategy="ddp_spawn")
+    check(accelerator="cpu", devices=2, strategy="dp")
+
+
+def test_unknown_strategy_lists_the_valid_names() -> None:
+    with pytest.raises(UserError) as error:
+        check(strategy="nonsense")
+    message = str(error.value)
+    assert "trainer.strategy='nonsense'" in message
+    assert "Valid names: auto, dp, ddp, ddp_spawn" in message and "fsdp" in message
+    assert strategy_names()[:4] == ["auto", "dp", "ddp", "ddp_spawn"]
+
+
+def test_a_misspelt_strategy_gets_a_suggestion() -> None:
+    with pytest.raises(UserError, match=r"Did you mean `trainer.strategy=ddp`\?"):
+        check(strategy="ddpp")
+
+
+def test_dp_on_several_nodes_explains_why_not() -> None:
+    with pytest.raises(
+        UserError, match=r"one process on one machine.*strategy=ddp trainer.num_nodes=3"
+    ):
+        check(strategy="dp", num_nodes=3)
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the message of a machine without GPUs"
+)
+def test_asking_for_a_gpu_without_one_says_what_to_type() -> None:
+    with pytest.raises(UserError, match=r"has none.*`trainer=cpu`.*`trainer=ddp_cpu`"):
+        check(accelerator="gpu", devices=2)
+
+
+def test_asking_for_more_gpus_than_exist_says_how_many_there_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(CUDAAccelerator, "is_available", staticmethod(lambda: True))
+    monkeypatch.setattr(CUDAAccelerator, "auto_device_count", staticmethod(lambda: 1))
+    with pytest.raises(UserError) as error:
+        check(accelerator="gpu", devices=64)
+    message = str(error.value)
+    assert "trainer.devices=64" in message and "it has 1 (cuda:0)" in message
+    assert "`trainer.devices=1`" in message
+
+
+def test_all_devices_on_a_cpu_asks_for_a_number() -> None:
+    with pytest.raises(UserError, match=r"trainer.devices=-1.*`trainer.devices=2`"):
+        check(accelerator="cpu", devices=-1)
+
+
+@pytest.mark.slow
+def test_unknown_strategy_on_the_command_line_exits_2_before_writing(tmp_path: Path) -> None:
+    result = run_entry("train", "trainer.strategy=nonsense", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 2
+    assert "Valid names: auto, dp, ddp" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "config.yaml").exists()
+
+
+@pytest.mark.parametrize("size", [271, 3])
+def test_eval_loaders_split_the_set_across_ranks_without_duplicates(size: int) -> None:
+    data = DigitsDataModule(test_fraction=size / 1797, val_fraction=0.15)
+    data.setup()
+    assert len(data.splits["test"][1]) == size
+    seen: list[int] = []
+    for rank in (0, 1):
+        data.trainer = SimpleNamespace(world_size=2, global_rank=rank)
+        seen += list(data.test_dataloader().sampler)
+        assert not isinstance(data.train_dataloader().sampler, DistributedSampler)
+    assert sorted(seen) == list(range(size))
+    # What Lightning would inject otherwise: a padded sampler that repeats one image.
+    padded = DistributedSampler(range(size), num_replicas=2, rank=0, shuffle=False)
+    assert padded.total_size == size + 1
+
+
+def test_eval_loaders_are_untouched_in_one_process() -> None:
+    data = DigitsDataModule()
+    data.setup()
+    data.trainer = SimpleNamespace(world_size=1, global_rank=0)
+    assert not isinstance(data.test_dataloader().sampler, DistributedSampler)
+
+
+@pytest.fixture
+def multirun_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Hydra's state inside job 1 of `train.py -m model.lr=0.003,0.01`."""
+    from hydra import compose, initialize_config_dir
+
+    job_dir = tmp_path / "sweep dir, with 'quotes'=1" / "1"
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(
+            "train", overrides=["model.lr=0.01", "trainer.devices=2"], return_hydra_config=True
+        )
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(job_dir)
+        cfg.hydra.runtime.cwd = str(tmp_path)
+        cfg.hydra.overrides.hydra = [
+            "hydra.mode=MULTIRUN",
+            f"hydra.sweep.dir={tmp_path}",
+            "hydra.verbose=true",
+        ]
+    monkeypatch.setattr(
+        sys, "argv", ["train.py", "-m", "model.lr=0.003,0.01", "trainer.devices=2", "-cn", "train"]
+    )
+    HydraConfig.instance().set_config(cfg)
+    yield job_dir
+    HydraConfig.instance().cfg = None
+
+
+def test_ddp_children_rerun_the_job_as_one_run_in_its_directory(multirun_job: Path) -> None:
+    command, cwd = hydra_job_command()
+    args = command[2:]
+    assert cwd == str(multirun_job.parents[1])
+    assert "-m" not in args and "--multirun" not in args
+    assert "model.lr=0.01" in args and "model.lr=0.003,0.01" not in args
+    assert "--config-name=train" in args and "hydra.verbose=true" in args
+    assert not any(a.startswith(("hydra.mode", "hydra.sweep")) for a in args)
+    assert "hydra.output_subdir=null" in args
+    run_dir = next(a for a in args if a.startswith("hydra.run.dir="))
+    assert OverridesParser.create().parse_override(run_dir).value() == str(multirun_job)
+
+
+def test_rank_zero_is_read_from_every_launchers_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    assert is_rank_zero()
+    for var in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"):
+        monkeypatch.setenv(var, "1")
+        assert not is_rank_zero(), var
+        monkeypatch.setenv(var, "0")
+    assert is_rank_zero()
+
+
+def test_slurm_launcher_takes_nodes_and_tasks_from_the_trainer() -> None:
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(
+            "train",
+            overrides=[
+                "hydra/launcher=slurm",
+                "trainer=ddp",
+                "trainer.devices=4",
+                "trainer.num_nodes=2",
+            ],
+            return_hydra_config=True,
+        )
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert (launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == (2, 4, 4)
