@@ -16,8 +16,9 @@ CURVE_KEYS = ("train/loss", "train/acc", "val/loss", "val/acc")
 def log_image(trainer: Trainer, key: str, path: Path) -> None:
     """Send a PNG to the loggers that have Lightning's ``log_image`` (wandb; CSV has none)."""
     for logger in trainer.loggers:
-        if callable(getattr(logger, "log_image", None)):
-            logger.log_image(key=key, images=[str(path)])
+        log = getattr(logger, "log_image", None)
+        if callable(log):
+            log(key=key, images=[str(path)])
 
 
 class PlotCallback(Callback):
