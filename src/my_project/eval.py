@@ -26,18 +26,12 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     if is_rank_zero():
         print_config_tree(cfg, save_to=output_dir / "config_tree.log")
 
-    from hydra.utils import get_class, instantiate
+    from hydra.utils import instantiate
 
+    from .utils.checkpoint import load_model
     from .utils.instantiate import instantiate_group
 
-    model_class = get_class(cfg.model._target_)
-    try:
-        model = model_class.load_from_checkpoint(ckpt_path, map_location="cpu")
-    except (KeyError, RuntimeError, TypeError) as error:
-        raise UserError(
-            f"{ckpt_path} is not a checkpoint of {model_class.__name__} ({type(error).__name__}: "
-            f"{error}). Pass a checkpoint written by this project's train.py."
-        ) from error
+    model = load_model(cfg.model._target_, ckpt_path)
     datamodule = instantiate(cfg.data)
     callbacks = instantiate_group(cfg.get("callbacks"))
     loggers = instantiate_group(cfg.get("logger"))

@@ -84,7 +84,14 @@ def main() -> None:
     @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
     @report_user_errors
     def _main(cfg: DictConfig) -> float | None:
-        metrics = train(cfg)
+        from .utils.wandb import finish_wandb_run
+
+        try:
+            metrics = train(cfg)
+        except BaseException:
+            finish_wandb_run(failed=True)
+            raise
+        finish_wandb_run()
         # Returned for Hydra sweepers (Optuna) that optimise a metric.
         objective = cfg.get("optimized_metric")
         return metrics.get(objective) if objective else None

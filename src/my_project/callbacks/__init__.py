@@ -2,5 +2,6 @@
 
 from .device_guard import DeviceGuard, DevicePlacementWarning
 from .plots import PlotCallback
+from .wandb_checkpoint import WandbBestCheckpoint
 
-__all__ = ["DeviceGuard", "DevicePlacementWarning", "PlotCallback"]
+__all__ = ["DeviceGuard", "DevicePlacementWarning", "PlotCallback", "WandbBestCheckpoint"]

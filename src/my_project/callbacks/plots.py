@@ -1,4 +1,5 @@
-"""Writes the learning curves (after fit) and the test confusion matrix (after test) as PNGs."""
+"""Writes the learning curves (after fit) and the test confusion matrix (after test) as PNGs,
+and logs them as images to every logger that takes images (wandb)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from ..utils.plots import plot_confusion_matrix, plot_learning_curves
 
 CURVE_KEYS = ("train/loss", "train/acc", "val/loss", "val/acc")
+
+
+def log_image(trainer: Trainer, key: str, path: Path) -> None:
+    """Send a PNG to the loggers that have Lightning's ``log_image`` (wandb; CSV has none)."""
+    for logger in trainer.loggers:
+        log = getattr(logger, "log_image", None)
+        if callable(log):
+            log(key=key, images=[str(path)])
 
 
 class PlotCallback(Callback):
@@ -44,7 +53,8 @@ class PlotCallback(Callback):
         self._record(trainer, trainer.current_epoch - 1)
         if trainer.is_global_zero and self.history:
             self.dirpath.mkdir(parents=True, exist_ok=True)
-            plot_learning_curves(self.history, self.dirpath / self.curves_name)
+            path = plot_learning_curves(self.history, self.dirpath / self.curves_name)
+            log_image(trainer, "plots/learning_curves", path)
 
     def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         confusion = getattr(pl_module, "test_confusion", None)
@@ -53,7 +63,8 @@ class PlotCallback(Callback):
         matrix = confusion.compute()  # a collective under DDP: every rank must call it
         if trainer.is_global_zero:
             self.dirpath.mkdir(parents=True, exist_ok=True)
-            plot_confusion_matrix(matrix.cpu().numpy(), self.dirpath / self.confusion_name)
+            path = plot_confusion_matrix(matrix.cpu().numpy(), self.dirpath / self.confusion_name)
+            log_image(trainer, "plots/confusion_matrix", path)
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": self.history}

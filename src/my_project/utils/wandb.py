@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import netrc
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +23,27 @@ def wandb_credentials_available() -> bool:
         return False
 
 
-def wandb_logger(save_dir: str, offline: bool | None = None, **kwargs: Any) -> Any:
+def multirun_group() -> str | None:
+    """`multirun-<sweep folder>` inside a Hydra multirun (so its jobs group together), else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return None
+    return f"multirun-{Path(hydra_cfg.sweep.dir).name}"
+
+
+def wandb_logger(
+    save_dir: str, offline: bool | None = None, group: str | None = None, **kwargs: Any
+) -> Any:
     """A `WandbLogger` whose mode is decided here rather than by wandb's interactive login.
 
     ``offline=None`` (the default) means: online if credentials exist or ``WANDB_MODE`` asks
     for it, offline otherwise, with one line saying how to upload the run later.
+    ``group=None`` groups the jobs of a multirun (a sweep) by their sweep folder.
     """
     from lightning.pytorch.loggers import WandbLogger
 
@@ -43,9 +60,20 @@ def wandb_logger(save_dir: str, offline: bool | None = None, **kwargs: Any) -> A
             f"with `wandb sync {save_dir}/wandb/offline-run-*` (after `wandb login`)."
         )
     os.environ.setdefault("WANDB_SILENT", "true")
-    logger = WandbLogger(save_dir=save_dir, offline=offline, **kwargs)
+    logger = WandbLogger(
+        save_dir=save_dir, offline=offline, group=group or multirun_group(), **kwargs
+    )
     # Lightning 2.6 always passes `anonymous=None`, which current wandb warns about on every
     # run although nobody asked for it; drop the key (a private attribute, checked by a test).
     if logger._wandb_init.get("anonymous") is None:
         logger._wandb_init.pop("anonymous", None)
     return logger
+
+
+def finish_wandb_run(failed: bool = False) -> None:
+    """End the active wandb run, if any, so the next training in this process (the next job
+    of a multirun) starts its own run. Lightning never calls ``wandb.finish()`` itself, and a
+    new ``WandbLogger`` silently reuses a run left open. Imports nothing wandb did not."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish(exit_code=1 if failed else 0)

@@ -1,0 +1,40 @@
+# Everyday commands (`make help` lists them). Each is a plain command you can also type.
+# Extra arguments go in ARGS, e.g. `make train ARGS="model/net=cnn trainer.max_epochs=5"`.
+PYTHON ?= python
+ARGS ?=
+
+.PHONY: help install hooks train test test-fast lint format bench clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+
+install:  ## the project and its dev tools, editable (install the torch build you want first)
+	$(PYTHON) -m pip install -e ".[dev]"
+
+hooks:  ## run the .pre-commit-config.yaml checks before every commit
+	pre-commit install
+
+train:  ## train with the default config, plus any Hydra overrides in ARGS
+	$(PYTHON) train.py $(ARGS)
+
+test:  ## the whole test suite (what CI runs)
+	$(PYTHON) -m pytest $(ARGS)
+
+test-fast:  ## the tests that take seconds (skips the training runs marked slow)
+	$(PYTHON) -m pytest -m "not slow" $(ARGS)
+
+lint:  ## ruff lint, ruff format check, mypy (what CI runs)
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m mypy
+
+format:  ## let ruff fix what it can and format the code
+	$(PYTHON) -m ruff check --fix .
+	$(PYTHON) -m ruff format .
+
+bench:  ## the speed benchmarks (they print ratios, they do not fail)
+	$(PYTHON) -m my_project.bench $(ARGS)
+
+clean:  ## caches and build outputs (runs under logs/ are kept)
+	rm -rf build dist .mypy_cache .ruff_cache .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

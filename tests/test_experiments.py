@@ -1,0 +1,46 @@
+"""Every `configs/experiment/*.yaml` recipe runs: one `fast_dev_run` step of train, val, test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from .helpers import CONFIG_DIR, ROOT, clean_env, read_metrics, run_entry
+from .test_data_mnist import write_fake_mnist
+
+EXPERIMENTS = sorted(path.stem for path in (CONFIG_DIR / "experiment").glob("*.yaml"))
+
+
+def test_there_are_at_least_two_documented_experiments() -> None:
+    assert len(EXPERIMENTS) >= 2
+    readme = (ROOT / "README.md").read_text()
+    for name in EXPERIMENTS:
+        assert f"experiment={name}" in readme, f"{name} is not in the README"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_runs_one_fast_dev_run_step(name: str, tmp_path: Path) -> None:
+    # Data that would be downloaded (MNIST) is replaced by small files written here.
+    data_dir = tmp_path / "data"
+    write_fake_mnist(data_dir / "mnist", n_train=96, n_test=32)
+    run_dir = tmp_path / "run"
+    result = run_entry(
+        "train",
+        f"experiment={name}",
+        "debug=fdr",
+        f"hydra.run.dir={run_dir}",
+        env=clean_env(MY_PROJECT_DATA_DIR=str(data_dir)),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Running in `fast_dev_run` mode" in result.stdout + result.stderr
+    metrics = read_metrics(run_dir)
+    assert {"train/loss", "val/acc", "test/acc"} <= set(metrics)
+    # The run used the recipe: its settings reached the resolved config.
+    recipe = OmegaConf.load(CONFIG_DIR / "experiment" / f"{name}.yaml")
+    used = OmegaConf.load(run_dir / "config.yaml")
+    assert used.tags == recipe.tags
+    assert used.model.lr == recipe.model.lr

@@ -1,0 +1,62 @@
+"""Developer tooling: pre-commit hooks that need no network, the Makefile, CI = the README."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .helpers import ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def test_pre_commit_config_is_valid_and_its_tools_are_installed(tmp_path: Path) -> None:
+    pre_commit = shutil.which("pre-commit", path=str(BIN)) or shutil.which("pre-commit")
+    if pre_commit is None:
+        pytest.skip("pre-commit is not installed (it is in the dev extra)")
+    result = subprocess.run(
+        [pre_commit, "validate-config", str(ROOT / ".pre-commit-config.yaml")],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(BIN), "PRE_COMMIT_HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    hooks = [hook for repo in config["repos"] for hook in repo["hooks"]]
+    # Local hooks run this environment's tools: same versions as CI, nothing to download.
+    assert {repo["repo"] for repo in config["repos"]} == {"local"}
+    assert {"ruff-check", "ruff-format", "mypy", "trailing-whitespace"} <= {h["id"] for h in hooks}
+    for hook in hooks:
+        tool = shlex.split(hook["entry"])[0]
+        assert (BIN / tool).is_file() or shutil.which(tool), f"{tool} ({hook['id']}) is missing"
+
+
+@pytest.mark.parametrize(
+    ("target", "command"),
+    [
+        ("install", "pip install -e .[dev]"),
+        ("train", "train.py"),
+        ("test", "pytest"),
+        ("lint", "mypy"),
+        ("bench", "bench"),
+    ],
+)
+def test_makefile_targets_run_the_documented_commands(target: str, command: str) -> None:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    result = subprocess.run(["make", "--dry-run", target], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert command in result.stdout.replace('"', "")
+
+
+def test_ci_runs_the_readme_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    for command in ("make lint", "make test"):
+        assert command in readme and f"\n{command}\n" in ci
