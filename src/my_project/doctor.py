@@ -180,15 +180,16 @@ def _why_strategy(asked: Mapping[str, Any], choice: DeviceChoice) -> str:
                 f"{choice.devices} {where} devices"
             )
         return f"strategy=dp runs one process, and on {where} nothing is split"
-    processes = _count(choice.world_size, "process", "processes")
+    unit = "CPU process" if choice.accelerator == "cpu" else "process"
+    processes = _count(choice.world_size, unit, unit + "es")
     if choice.num_nodes > 1:
-        per_node = _count(choice.devices, "process", "processes")
+        per_node = _count(choice.devices, unit, unit + "es")
         processes = f"{per_node} on each of {choice.num_nodes} nodes ({choice.world_size} in all)"
     if choice.start_method is not None:  # Lightning's DDP family (ddp, ddp_spawn, ...)
         started = "" if choice.start_method == "popen" else f", started with {choice.start_method}"
         backend = f" over {choice.backend}" if choice.backend else ""
         if choice.accelerator == "cpu":
-            return f"{devices} runs {processes.replace('process', 'CPU process', 1)} with DDP{backend}{started}"
+            return f"{devices} runs {processes} with DDP{backend}{started}"
         return f"{devices} will run DDP with {processes}{backend}{started}"
     if choice.world_size > 1:
         return f"{devices} runs {choice.strategy} with {processes}"
