@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from .utils.config import config_dir, print_config_tree
 from .utils.errors import report_user_errors
 from .utils.ranks import is_rank_zero
-from .utils.run_files import save_resolved_config, write_metrics
+from .utils.run_files import save_resolved_config, write_json, write_metrics
 from .utils.validation import check_checkpoint_path, check_trainer_config
 
 
@@ -23,7 +23,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     ckpt_path = check_checkpoint_path(cfg.get("ckpt_path"))
     # Registers `dp` and the Hydra-aware `ddp` before any Trainer exists; bad devices or
     # strategies fail here, before anything is written.
-    from .strategies import check_strategy_and_devices
+    from .strategies import check_strategy_and_devices, run_record
 
     check_strategy_and_devices(cfg.trainer)
     output_dir = Path(cfg.paths.output_dir)
@@ -74,6 +74,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
     if trainer.is_global_zero:
         write_metrics(metrics, output_dir / "metrics.json")
+        # What the Trainer really ran on; the device report (doctor.py) predicts the same fields.
+        write_json(run_record(trainer), output_dir / "run_info.json")
     return {key: float(value) for key, value in metrics.items()}
 
 

@@ -8,15 +8,26 @@ a Trainer (the model module and train.py do). It imports Lightning: keep it out 
 
 from .ddp import HydraDDPStrategy, end_launched_job
 from .dp import DataParallelStrategy, parallel_forward
-from .resolve import check_strategy_and_devices, strategy_names
+from .resolve import (
+    DeviceChoice,
+    check_strategy_and_devices,
+    device_choice,
+    plan_devices,
+    run_record,
+    strategy_names,
+)
 from .samplers import evaluation_sampler
 
 __all__ = [
     "DataParallelStrategy",
+    "DeviceChoice",
     "HydraDDPStrategy",
     "check_strategy_and_devices",
+    "device_choice",
     "end_launched_job",
     "evaluation_sampler",
     "parallel_forward",
+    "plan_devices",
+    "run_record",
     "strategy_names",
 ]

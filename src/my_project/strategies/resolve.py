@@ -1,16 +1,25 @@
-"""Check `trainer.strategy/accelerator/devices/num_nodes` before a Trainer is built.
+"""Check `trainer.strategy/accelerator/devices/num_nodes` before a Trainer is built, and say
+what a Trainer resolved them to.
 
 Lightning finds the same mistakes, but later (after the run directory and the logger exist)
 and in terms of its own arguments ("You requested gpu: [0, 1] But your machine only has:
 [0]"). Here each one is a :class:`UserError` that says what to type instead.
+
+What `auto` becomes is Lightning's decision (its accelerator connector, run by the Trainer's
+constructor); :func:`plan_devices` builds a Trainer from the config only to read that
+decision, and :func:`device_choice` reads it from any Trainer, so the device report (the
+prediction) and the run's `run_info.json` (the record) describe it the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import logging
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from lightning.fabric.utilities.device_parser import _select_auto_accelerator
 from lightning.pytorch.accelerators import AcceleratorRegistry, CUDAAccelerator, MPSAccelerator
@@ -19,6 +28,9 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from ..utils.errors import UserError
 from .dp import DP_NAME, DP_NODES_MESSAGE
+
+if TYPE_CHECKING:
+    from lightning.pytorch import Trainer
 
 _FIRST_NAMES = ("auto", DP_NAME, "ddp", "ddp_spawn")
 
@@ -125,3 +137,91 @@ def _check_dp(num_nodes: int) -> None:
             "(WORLD_SIZE, e.g. by torchrun). Start it once: `python train.py trainer.strategy=dp "
             "trainer.devices=2`, or keep the launcher and use `trainer.strategy=ddp`."
         )
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """What a Trainer runs on, in plain values (the device report and `run_info.json`)."""
+
+    accelerator: str  # the device type: "cpu", "cuda", "mps", ...
+    devices: int  # per node (Trainer.num_devices)
+    device_ids: list[int]
+    strategy: str  # the strategy class, e.g. "SingleDeviceStrategy", "HydraDDPStrategy"
+    start_method: str | None  # DDP: "popen" (re-runs the script), "spawn" or "fork"
+    backend: str | None  # process-group backend of multi-process strategies: gloo, nccl, ...
+    num_nodes: int
+    world_size: int  # processes in all
+    precision: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def device_choice(trainer: Trainer) -> DeviceChoice:
+    """What ``trainer`` runs on (before or after it ran: the values are the same)."""
+    strategy = trainer.strategy
+    backend = getattr(strategy, "process_group_backend", None)
+    if backend is None and hasattr(strategy, "_get_process_group_backend"):
+        backend = strategy._get_process_group_backend()  # what setup will pick
+    return DeviceChoice(
+        accelerator=strategy.root_device.type,
+        devices=trainer.num_devices,
+        device_ids=list(trainer.device_ids),
+        strategy=type(strategy).__name__,
+        start_method=getattr(strategy, "_start_method", None),
+        backend=backend,
+        num_nodes=trainer.num_nodes,
+        world_size=trainer.world_size,
+        precision=str(trainer.precision),
+    )
+
+
+def plan_devices(trainer_cfg: Any) -> DeviceChoice:
+    """What a run with this `trainer` config would use, decided by Lightning itself.
+
+    Checks the config like train.py (a :class:`UserError` for what cannot run here), then
+    builds the Trainer the way train.py does (``instantiate(cfg.trainer, ...)``) with no
+    callbacks or loggers, quietly; building one starts no processes and writes nothing.
+    Lightning's warnings (e.g. "GPU available but not used") reach the caller.
+    """
+    import tempfile
+
+    from hydra.utils import instantiate
+
+    check_strategy_and_devices(trainer_cfg)
+    with _quiet_lightning_info(), tempfile.TemporaryDirectory() as root:
+        trainer = instantiate(
+            trainer_cfg,
+            callbacks=[],
+            logger=False,
+            default_root_dir=root,  # the run directory does not exist yet
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
+        return device_choice(trainer)
+
+
+def run_record(trainer: Trainer) -> dict[str, Any]:
+    """:func:`device_choice` of a Trainer that ran, plus the process group torch really had."""
+    import torch.distributed as dist
+
+    record = device_choice(trainer).as_dict()
+    record["process_group"] = (
+        {"backend": dist.get_backend(), "world_size": dist.get_world_size()}
+        if dist.is_available() and dist.is_initialized()
+        else None
+    )
+    return record
+
+
+@contextlib.contextmanager
+def _quiet_lightning_info() -> Iterator[None]:
+    """Hide the lines a Trainer logs when built ("GPU available: ...", tips)."""
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

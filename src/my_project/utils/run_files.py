@@ -16,9 +16,13 @@ def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 
 def write_metrics(metrics: Mapping[str, Any], path: str | Path) -> Path:
+    return write_json(to_floats(metrics), path)
+
+
+def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_floats(metrics), indent=2) + "\n")
+    path.write_text(json.dumps(data, indent=2) + "\n")
     return path
 
 
