@@ -9,6 +9,8 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, TensorDataset
 
+from .resumable import EpochShuffleSampler, ResumableDataLoader
+
 Split = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -17,7 +19,8 @@ class InMemoryDataModule(LightningDataModule):
 
     Subclasses implement :meth:`load`, returning a pool to split into train/val and, where
     the data set has an official test split, that split (else the test split is carved
-    from the pool too). Splits are a deterministic function of ``split_seed``.
+    from the pool too). Splits are a deterministic function of ``split_seed``; the training
+    order of each epoch is one of ``shuffle_seed`` and the epoch, and survives a resume.
     """
 
     num_classes: int = 10
@@ -32,6 +35,7 @@ class InMemoryDataModule(LightningDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
+        shuffle_seed: int | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(logger=False)
@@ -63,14 +67,21 @@ class InMemoryDataModule(LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         images, labels = self.splits[split]
+        dataset = TensorDataset(images, labels)
         workers = self.hparams.num_workers
-        return DataLoader(
-            TensorDataset(images, labels),
+        options = dict(
             batch_size=self.hparams.batch_size,
-            shuffle=shuffle,
             num_workers=workers,
             pin_memory=self.hparams.pin_memory,
             persistent_workers=self.hparams.persistent_workers and workers > 0,
+        )
+        if not shuffle:
+            return DataLoader(dataset, **options)
+        return ResumableDataLoader(
+            dataset,
+            sampler=EpochShuffleSampler(dataset, seed=self.hparams.shuffle_seed),
+            generator=torch.Generator(),
+            **options,
         )
 
     def train_dataloader(self) -> DataLoader:

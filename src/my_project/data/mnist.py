@@ -109,6 +109,7 @@ class MNISTDataModule(InMemoryDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
+        shuffle_seed: int | None = None,
         mirrors: Sequence[str] = MNIST_MIRRORS,
         download: bool = True,
     ) -> None:
@@ -120,6 +121,7 @@ class MNISTDataModule(InMemoryDataModule):
             num_workers=num_workers,
             pin_memory=pin_memory,
             persistent_workers=persistent_workers,
+            shuffle_seed=shuffle_seed,
         )
         self.data_dir = Path(data_dir)
         self.mirrors = tuple(mirrors)
