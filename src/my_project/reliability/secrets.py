@@ -8,6 +8,7 @@ A config key or environment variable "looks secret" when its name has a word suc
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -41,13 +42,15 @@ def looks_secret(name: str) -> bool:
     """`WANDB_API_KEY`, `hf_token`, `dbPassword` do; `max_tokens`, `key_dim` do not."""
     words = _words(name)
     return bool(_SECRET_WORDS & set(words)) or any(
-        pair in _SECRET_PAIRS for pair in zip(words, words[1:])
+        pair in _SECRET_PAIRS for pair in itertools.pairwise(words)
     )
 
 
 def register_secret_values(values: Iterable[Any]) -> None:
     """Values found in this run's config under secret-looking keys: mask them everywhere."""
-    _registered.update(str(v) for v in values if v is not None and len(str(v)) >= _MIN_SECRET_LENGTH)
+    _registered.update(
+        str(v) for v in values if v is not None and len(str(v)) >= _MIN_SECRET_LENGTH
+    )
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> set[str]:
