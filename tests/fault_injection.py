@@ -21,6 +21,7 @@ class PauseAtStep(Callback):
 
     A deterministic "mid-epoch": the test kills the process only once the marker exists. Lightning
     stops waiting on SIGTERM (its handler sets ``received_sigterm``), as it would after a step.
+    Pauses once: a run resumed with the same overrides (``resume=``) finds the marker and goes on.
     """
 
     def __init__(
@@ -48,6 +49,8 @@ class PauseAtStep(Callback):
             self._pause(trainer, batch_idx)
 
     def _pause(self, trainer: Trainer, batch_idx: int) -> None:
+        if self.marker.exists():  # paused once already: this is the resumed run
+            return
         self.marker.write_text(f"{os.getpid()} {trainer.current_epoch} {batch_idx}\n")
         deadline = time.monotonic() + self.timeout
         while not trainer.received_sigterm and time.monotonic() < deadline:

@@ -120,3 +120,23 @@ def mask_files(folder: str | Path, values: Iterable[str] | None = None) -> None:
             masked = mask_text(text, values)
             if masked != text:
                 path.write_text(masked)
+
+
+def protect_run_secrets(cfg: Any) -> None:
+    """Register this run's secret values and mask them in Hydra's saved `.hydra/` files.
+
+    Values under secret-looking config keys and command-line overrides are masked from then
+    on wherever this project prints or saves (config tree, config.yaml, hparams, checkpoints).
+    """
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    values = secret_config_values(OmegaConf.to_container(cfg, resolve=True))
+    if not HydraConfig.initialized():
+        register_secret_values(values)
+        return
+    hydra_cfg = HydraConfig.get()
+    values += secret_override_values(hydra_cfg.overrides.task)
+    register_secret_values(values)
+    if hydra_cfg.output_subdir is not None:
+        mask_files(Path(hydra_cfg.runtime.output_dir) / hydra_cfg.output_subdir)
