@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from .reliability.resume import expand_resume_argument, resolve_checkpoint_path
 from .reliability.run_dir import register_resolvers
-from .reliability.secrets import mask_secrets, protect_run_secrets
+from .reliability.secrets import mask_secrets, masked_argv, protect_run_secrets
 from .utils.config import config_dir, print_config_tree
 from .utils.errors import report_user_errors
 from .utils.run_files import save_resolved_config, write_metrics
@@ -72,8 +72,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     if resumed.get("global_step"):
         keep_csv_history(loggers, resumed["global_step"])
-    for logger in loggers:
-        logger.log_hyperparams(mask_secrets(OmegaConf.to_container(cfg, resolve=True)))
+    with masked_argv():  # the first log_hyperparams starts wandb, which records the command
+        for logger in loggers:
+            logger.log_hyperparams(mask_secrets(OmegaConf.to_container(cfg, resolve=True)))
 
     with stop_cleanly_on_signals(output_dir, announce=is_rank_zero()):
         metrics = fit_and_test(cfg, trainer, model, datamodule, callbacks, ckpt_path)

@@ -59,9 +59,9 @@ def _describe(annotation: Any) -> str:
         return "one of " + ", ".join(repr(a) for a in args)
     if annotation is type(None):
         return "null"
-    return _SIMPLE.get(
-        annotation, "a list" if (origin or annotation) in (list, tuple) else "a mapping"
-    )
+    if (origin or annotation) in (list, tuple, Sequence):
+        return "a list"
+    return _SIMPLE.get(annotation, "a mapping")
 
 
 def _parameters(target: str) -> dict[str, Any] | None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +142,15 @@ def protect_run_secrets(cfg: Any) -> None:
     register_secret_values(values)
     if hydra_cfg.output_subdir is not None:
         mask_files(Path(hydra_cfg.runtime.output_dir) / hydra_cfg.output_subdir)
+
+
+@contextmanager
+def masked_argv() -> Iterator[None]:
+    """`sys.argv` with secrets masked, for code that records the command line (wandb.init
+    stores it in the run's metadata); restored after, since DDP relaunches from it."""
+    original = list(sys.argv)
+    sys.argv[:] = [mask_text(arg) for arg in original]
+    try:
+        yield
+    finally:
+        sys.argv[:] = original
