@@ -10,6 +10,7 @@ holds weights from after the bad step.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -72,10 +73,22 @@ class StopOnNonFiniteLoss(Callback):
     def _message(trainer: Trainer, step: int, value: float) -> str:
         lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else None
         lr_text = f"the learning rate ({lr:g}) is too high" if lr is not None else "a too-high lr"
+        saved = sorted(
+            {
+                path
+                for cb in trainer.checkpoint_callbacks
+                for path in (getattr(cb, "last_model_path", ""), getattr(cb, "best_model_path", ""))
+                if path and Path(path).is_file()
+            }
+        )
+        kept = (
+            f"The checkpoints written before it are kept: {', '.join(saved)}."
+            if saved
+            else "No checkpoint had been written yet."
+        )
         return (
             f"Training stopped: the training loss was {value} at step {step} (epoch "
-            f"{trainer.current_epoch}). No checkpoint was written after that step, so "
-            "checkpoints/last.ckpt holds the last good weights. Likely causes: "
+            f"{trainer.current_epoch}). {kept} Likely causes: "
             f"{lr_text} (lower `model.lr`), exploding gradients (try "
             "`trainer.gradient_clip_val=1.0`), NaN or inf values in the input data, or float16 "
             "overflow (try `trainer.precision=bf16-mixed` or `32-true`)."
