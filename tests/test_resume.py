@@ -53,7 +53,9 @@ def start_paused_run(run_dir: Path, marker: Path) -> subprocess.Popen[str]:
     while not marker.exists():
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
-            pytest.fail(f"the run never reached step {PAUSE_STEP}:\n{process.communicate()[0][-3000:]}")
+            pytest.fail(
+                f"the run never reached step {PAUSE_STEP}:\n{process.communicate()[0][-3000:]}"
+            )
         time.sleep(0.1)
     return process
 
@@ -95,7 +97,9 @@ def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_two_seeded_deterministic_runs_are_bit_identical(reference_run: Path, tmp_path: Path) -> None:
+def test_two_seeded_deterministic_runs_are_bit_identical(
+    reference_run: Path, tmp_path: Path
+) -> None:
     result = run_entry("train", *RUN, f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_run(tmp_path, reference_run)
