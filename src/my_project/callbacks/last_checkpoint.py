@@ -98,7 +98,11 @@ class LastCheckpoint(ModelCheckpoint):
         """
         if not (self.save_on_interrupt and isinstance(exception, SIGTERMException)):
             return
-        if trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking or trainer.fast_dev_run:
+        if (
+            trainer.state.fn != TrainerFn.FITTING
+            or trainer.sanity_checking
+            or getattr(trainer, "fast_dev_run", False)
+        ):
             return
         if trainer.validating:  # the signal beat the deferral above: keep the older file
             rank_zero_info(f"Stopped during validation; {self.path} is from an earlier step.")

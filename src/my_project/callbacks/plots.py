@@ -61,7 +61,8 @@ class PlotCallback(Callback):
     ) -> None:
         # At an epoch-end save the epoch counts as processed but not completed, and its train
         # metrics are logged: record them now, and put the completed history in the checkpoint.
-        if trainer.fit_loop.epoch_progress.current.processed > trainer.current_epoch:
+        processed = getattr(trainer.fit_loop.epoch_progress.current, "processed", 0)
+        if processed > trainer.current_epoch:
             self._record(trainer, trainer.current_epoch, "train/")
             if self.state_key in checkpoint.get("callbacks", {}):
                 checkpoint["callbacks"][self.state_key] = self.state_dict()

@@ -17,12 +17,12 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 
 def collect_rng_states() -> dict[str, Any]:
     """The global RNG states as plain tensors, lists and tuples (loadable with weights_only)."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
     states: dict[str, Any] = {
         "torch": torch.get_rng_state(),
         "numpy": (
-            kind,
-            torch.from_numpy(keys.astype(np.int64)),
+            str(kind),
+            torch.from_numpy(np.asarray(keys).astype(np.int64)),
             int(pos),
             int(has_gauss),
             float(cached),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import netrc
 import os
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -33,18 +34,27 @@ def wandb_reachable(url: str, timeout: float = 5.0) -> str | None:
     """None if a TCP connection to the server opens within ``timeout``, else the reason.
 
     With credentials but no network, wandb 0.31 retries for about 100 s and then fails the
-    run (`CommError: ... context deadline exceeded`); a 5 s check avoids both.
+    run (`CommError: ... context deadline exceeded`); a 5 s check avoids both. The check runs
+    in a daemon thread because name resolution ignores socket timeouts.
     """
     parsed = urlparse(url)
     proxy = getproxies().get(parsed.scheme)  # behind a proxy, the proxy is what must answer
     if proxy and not proxy_bypass(parsed.hostname or ""):
         parsed = urlparse(proxy if "://" in proxy else f"http://{proxy}")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
-            return None
-    except OSError as error:
-        return f"{type(error).__name__}: {error}"
+    result: list[str | None] = []
+
+    def connect() -> None:
+        try:
+            with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
+                result.append(None)
+        except OSError as error:
+            result.append(f"{type(error).__name__}: {error}")
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return result[0] if result else f"no answer within {timeout:g} s"
 
 
 def wandb_logger(save_dir: str, offline: bool | None = None, **kwargs: Any) -> Any:
