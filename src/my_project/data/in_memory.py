@@ -74,15 +74,15 @@ class InMemoryDataModule(LightningDataModule):
             num_workers=workers,
             pin_memory=self.hparams.pin_memory,
             persistent_workers=self.hparams.persistent_workers and workers > 0,
+            # Its own generator: starting an iterator then never draws from the global RNG
+            # that dropout uses (with persistent workers the number of draws depends on the
+            # loader's history, so a resumed run would draw differently).
+            generator=torch.Generator().manual_seed(0),
         )
         if not shuffle:
             return DataLoader(dataset, **options)
-        return ResumableDataLoader(
-            dataset,
-            sampler=EpochShuffleSampler(dataset, seed=self.hparams.shuffle_seed),
-            generator=torch.Generator(),
-            **options,
-        )
+        sampler = EpochShuffleSampler(dataset, seed=self.hparams.shuffle_seed)
+        return ResumableDataLoader(dataset, sampler=sampler, **options)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)
