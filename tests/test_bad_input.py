@@ -106,10 +106,10 @@ def test_corrupted_idx_file_is_a_clean_error(mnist_dir: Path, tmp_path: Path, ca
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
 def test_gpu_accelerator_on_a_machine_without_one(tmp_path: Path, capsys) -> None:
+    # (The devices/strategies checks word this one too; either message names both points.)
     code, err = train_in_process(["trainer.accelerator=gpu"], tmp_path, capsys)
     assert code == 2
-    assert "trainer.accelerator=gpu but no GPU is available" in err
-    assert "trainer.accelerator=auto" in err
+    assert "trainer.accelerator" in err and "GPU" in err and "`trainer=cpu`" in err
 
 
 def test_batch_larger_than_the_data_set_leaves_an_existing_run_untouched(tmp_path: Path) -> None:

@@ -11,7 +11,10 @@ import pytest
 import torch
 
 from my_project.data.resumable import EpochShuffleSampler, ResumableDataLoader
-from my_project.reliability.resume import expand_resume_argument, resolve_checkpoint_path
+from my_project.reliability.resume import (
+    expand_resume_argument,
+    resolve_checkpoint_path,
+)
 from my_project.reliability.run_dir import unique_dir
 from my_project.utils.errors import UserError
 

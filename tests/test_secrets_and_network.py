@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from my_project.reliability.secrets import looks_secret, mask_secrets, secret_override_values
+from my_project.reliability.secrets import (
+    looks_secret,
+    mask_secrets,
+    secret_override_values,
+)
 
 from .helpers import clean_env, run_entry
 
