@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from my_project.reliability.checks import check_config_types
+
 from .helpers import CONFIG_DIR, compose_config
 
 # Groups a user picks from on the command line; `hydra` is Hydra's own.
@@ -42,6 +44,7 @@ def test_group_option_composes_and_resolves(override: str, tmp_path: Path) -> No
     assert container["paths"]["output_dir"] == str(tmp_path)
     if group in ("data", "trainer", "model"):
         assert "_target_" in container[group]
+    check_config_types(cfg)  # every value matches its target's annotation
 
 
 def test_eval_config_requires_a_checkpoint(tmp_path: Path) -> None:

@@ -6,11 +6,14 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from .reliability.run_dir import register_resolvers
 from .utils.config import config_dir, print_config_tree
 from .utils.errors import UserError, report_user_errors
 from .utils.ranks import is_rank_zero
 from .utils.run_files import write_metrics
 from .utils.validation import check_checkpoint_path, check_trainer_config
+
+register_resolvers()  # `${unique_dir:...}` in configs/hydra
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:

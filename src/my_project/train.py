@@ -5,39 +5,49 @@ Heavy imports (torch, Lightning) happen inside :func:`train`, so `--help` stays 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
+from .reliability.resume import expand_resume_argument, resolve_checkpoint_path
+from .reliability.run_dir import register_resolvers
+from .reliability.secrets import mask_secrets, masked_argv, protect_run_secrets
 from .utils.config import config_dir, print_config_tree
 from .utils.errors import report_user_errors
 from .utils.ranks import is_rank_zero
 from .utils.run_files import save_resolved_config, write_json, write_metrics
 from .utils.validation import check_checkpoint_path, check_trainer_config
 
+# `${unique_dir:...}` in configs/hydra: registered on import, also in processes that only
+# unpickle a job (Hydra launchers such as submitit).
+register_resolvers()
+
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit, then test the best checkpoint; return (and write) the final metrics."""
     check_trainer_config(cfg.trainer)
-    ckpt_path = check_checkpoint_path(cfg.get("ckpt_path"))
     # Registers `dp` and the Hydra-aware `ddp` before any Trainer exists; bad devices or
     # strategies fail here, before anything is written.
     from .strategies import check_strategy_and_devices, run_record
 
     check_strategy_and_devices(cfg.trainer)
     output_dir = Path(cfg.paths.output_dir)
+    ckpt_path = check_checkpoint_path(resolve_checkpoint_path(cfg.get("ckpt_path"), output_dir))
     if is_rank_zero():
-        print_config_tree(cfg, save_to=output_dir / "config_tree.log")
-        save_resolved_config(cfg, output_dir / "config.yaml")
+        protect_run_secrets(cfg)
 
     import lightning as L
     from hydra.utils import instantiate
-    from lightning.pytorch.callbacks import ModelCheckpoint
     from omegaconf import OmegaConf
 
+    from .reliability import checks
+    from .reliability.resume import keep_csv_history
+    from .reliability.signals import stop_cleanly_on_signals
     from .utils.instantiate import instantiate_group
 
+    checks.check_config_types(cfg)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
 
@@ -48,11 +58,41 @@ def train(cfg: DictConfig) -> dict[str, float]:
         image_shape=list(datamodule.image_shape),
         _convert_="all",
     )
+    resumed = checks.check_checkpoint_matches(ckpt_path, model) if ckpt_path else {}
+    if is_rank_zero():
+        if cfg.get("train", True):
+            checks.check_training_data(datamodule)
+        # Written only once every check passed: bad input leaves an existing run untouched.
+        print_config_tree(cfg, save_to=output_dir / "config_tree.log")
+        save_resolved_config(cfg, output_dir / "config.yaml")
+
     callbacks = instantiate_group(cfg.get("callbacks"))
     loggers = instantiate_group(cfg.get("logger"))
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
-    for logger in loggers:
-        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    if resumed.get("global_step"):
+        keep_csv_history(loggers, resumed["global_step"])
+    with masked_argv():  # the first log_hyperparams starts wandb, which records the command
+        for logger in loggers:
+            logger.log_hyperparams(mask_secrets(OmegaConf.to_container(cfg, resolve=True)))
+
+    with stop_cleanly_on_signals(output_dir, announce=is_rank_zero()):
+        metrics = fit_and_test(cfg, trainer, model, datamodule, callbacks, ckpt_path)
+    if trainer.is_global_zero:
+        write_metrics(metrics, output_dir / "metrics.json")
+        # What the Trainer really ran on; the device report (doctor.py) predicts the same fields.
+        write_json(run_record(trainer), output_dir / "run_info.json")
+    return {key: float(value) for key, value in metrics.items()}
+
+
+def fit_and_test(
+    cfg: DictConfig,
+    trainer: Any,
+    model: Any,
+    datamodule: Any,
+    callbacks: list,
+    ckpt_path: str | None,
+) -> dict[str, Any]:
+    from lightning.pytorch.callbacks import ModelCheckpoint
 
     metrics: dict[str, Any] = {}
     if cfg.get("train", True):
@@ -71,17 +111,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
             )
         trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
         metrics.update(trainer.callback_metrics)
-
-    if trainer.is_global_zero:
-        write_metrics(metrics, output_dir / "metrics.json")
-        # What the Trainer really ran on; the device report (doctor.py) predicts the same fields.
-        write_json(run_record(trainer), output_dir / "run_info.json")
-    return {key: float(value) for key, value in metrics.items()}
+    return metrics
 
 
 def main() -> None:
     """Console-script entry point: compose the config with Hydra and train."""
     import hydra
+
+    sys.argv[1:] = report_user_errors(expand_resume_argument)(sys.argv[1:])
 
     @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
     @report_user_errors

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..utils.errors import UserError
+
 # Third byte of the magic number -> numpy dtype (big-endian where it matters).
 _IDX_DTYPES = {
     0x08: np.dtype(np.uint8),
@@ -22,8 +24,11 @@ _IDX_DTYPES = {
 }
 
 
-class IDXFormatError(ValueError):
-    """The file is not a valid IDX file (truncated, corrupted, or another format)."""
+class IDXFormatError(UserError, ValueError):
+    """The file is not a valid IDX file (truncated, corrupted, or another format).
+
+    A :class:`UserError`: the entry points print its message and exit with status 2.
+    """
 
 
 def read_idx(path: str | Path) -> np.ndarray:

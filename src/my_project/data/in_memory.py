@@ -10,6 +10,7 @@ from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, TensorDataset
 
 from ..strategies.samplers import evaluation_sampler
+from .resumable import EpochShuffleSampler, ResumableDataLoader
 
 Split = tuple[torch.Tensor, torch.Tensor]
 
@@ -19,7 +20,8 @@ class InMemoryDataModule(LightningDataModule):
 
     Subclasses implement :meth:`load`, returning a pool to split into train/val and, where
     the data set has an official test split, that split (else the test split is carved
-    from the pool too). Splits are a deterministic function of ``split_seed``.
+    from the pool too). Splits are a deterministic function of ``split_seed``; the training
+    order of each epoch is one of ``shuffle_seed`` and the epoch, and survives a resume.
     """
 
     num_classes: int = 10
@@ -34,6 +36,7 @@ class InMemoryDataModule(LightningDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
+        shuffle_seed: int | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(logger=False)
@@ -65,18 +68,23 @@ class InMemoryDataModule(LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         images, labels = self.splits[split]
-        workers = self.hparams.num_workers
         dataset = TensorDataset(images, labels)
-        return DataLoader(
-            dataset,
+        workers = self.hparams.num_workers
+        options = dict(
             batch_size=self.hparams.batch_size,
-            shuffle=shuffle,
-            # Under DDP, val/test samples are split across ranks without padded duplicates.
-            sampler=None if shuffle else evaluation_sampler(dataset, self.trainer),
             num_workers=workers,
             pin_memory=self.hparams.pin_memory,
             persistent_workers=self.hparams.persistent_workers and workers > 0,
+            # Its own generator: starting an iterator then never draws from the global RNG
+            # that dropout uses (with persistent workers the number of draws depends on the
+            # loader's history, so a resumed run would draw differently).
+            generator=torch.Generator().manual_seed(0),
         )
+        if not shuffle:
+            # Under DDP, val/test samples are split across ranks without padded duplicates.
+            return DataLoader(dataset, sampler=evaluation_sampler(dataset, self.trainer), **options)
+        sampler = EpochShuffleSampler(dataset, seed=self.hparams.shuffle_seed)
+        return ResumableDataLoader(dataset, sampler=sampler, **options)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

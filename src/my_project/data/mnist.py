@@ -12,7 +12,8 @@ from pathlib import Path
 
 import torch
 
-from .idx import read_idx
+from ..utils.errors import UserError
+from .idx import IDXFormatError, read_idx
 from .in_memory import InMemoryDataModule, Split
 
 # The four files of the data set and their MD5 sums (the same sums torchvision checks).
@@ -28,8 +29,12 @@ MNIST_MIRRORS: tuple[str, ...] = (
 )
 
 
-class MNISTDownloadError(RuntimeError):
+class MNISTDownloadError(UserError, RuntimeError):
     """MNIST files are missing and could not be downloaded (offline, or a bad checksum)."""
+
+
+class MNISTFilesMissingError(UserError, FileNotFoundError):
+    """MNIST files are missing and downloading is switched off."""
 
 
 def md5sum(path: Path) -> str:
@@ -109,6 +114,7 @@ class MNISTDataModule(InMemoryDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
+        shuffle_seed: int | None = None,
         mirrors: Sequence[str] = MNIST_MIRRORS,
         download: bool = True,
     ) -> None:
@@ -120,6 +126,7 @@ class MNISTDataModule(InMemoryDataModule):
             num_workers=num_workers,
             pin_memory=pin_memory,
             persistent_workers=persistent_workers,
+            shuffle_seed=shuffle_seed,
         )
         self.data_dir = Path(data_dir)
         self.mirrors = tuple(mirrors)
@@ -136,15 +143,16 @@ class MNISTDataModule(InMemoryDataModule):
             name = next(n for n in MNIST_FILES if n.startswith(f"{prefix}-{kind}"))
             path = find_file(self.data_dir, name)
             if path is None:
-                raise FileNotFoundError(
+                raise MNISTFilesMissingError(
                     f"MNIST file {name} is missing from {self.data_dir.resolve()}. Run with "
-                    "`data.download=true` on a machine with network access, or copy the files there."
+                    "`data.download=true` on a machine with network access, copy the files "
+                    "there, or point `data.data_dir=` at the folder that holds them."
                 )
             paths[kind] = path
         images = torch.from_numpy(read_idx(paths["images"]).copy()).float().unsqueeze(1) / 255.0
         labels = torch.from_numpy(read_idx(paths["labels"]).astype("int64"))
         if len(images) != len(labels):
-            raise ValueError(
+            raise IDXFormatError(
                 f"{paths['images']} holds {len(images)} images but {paths['labels']} holds "
                 f"{len(labels)} labels; one of them is from another data set or truncated."
             )

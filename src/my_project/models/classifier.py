@@ -49,6 +49,10 @@ class ImageClassifier(LightningModule):
         self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
         self.val_acc_best = MaxMetric()
         self.test_confusion = MulticlassConfusionMatrix(num_classes=num_classes)
+        # Saved in checkpoints, so a run resumed mid-epoch (or after its best epoch) reports
+        # the same train metrics and best accuracy as one that never stopped.
+        for metric in (self.train_metrics, self.train_loss, self.val_acc_best):
+            metric.persistent(True)
 
     def forward(self, x: Tensor) -> Tensor:
         # Under `trainer.strategy=dp` only this call is split across the GPUs; steps, metrics
@@ -91,15 +95,13 @@ class ImageClassifier(LightningModule):
         self.log_dict(values, prog_bar=stage != "train", sync_dist=True)
         return values
 
-    def on_train_start(self) -> None:
-        # The sanity check ran validation on an untrained model: forget it.
-        self.val_acc_best.reset()
-
     def on_train_epoch_end(self) -> None:
         self._log_epoch("train")
 
     def on_validation_epoch_end(self) -> None:
         values = self._log_epoch("val")
+        if self.trainer.sanity_checking:
+            return  # an untrained model's accuracy is no best (and a resumed run has one)
         self.val_acc_best.update(values["val/acc"])
         self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True, sync_dist=True)
 

@@ -34,10 +34,17 @@ def print_config_tree(
     resolve: bool = True,
     save_to: str | Path | None = None,
 ) -> None:
-    """Print the composed config as a Rich tree, one branch per group, groups in ``order`` first."""
+    """Print the composed config as a Rich tree, one branch per group, groups in ``order`` first.
+
+    Secrets (keys like ``api_key``, values of secret environment variables) show as ``***``.
+    """
     import rich
     import rich.syntax
     import rich.tree
+
+    from ..reliability.secrets import mask_secrets
+
+    cfg = OmegaConf.create(mask_secrets(OmegaConf.to_container(cfg, resolve=resolve)))
 
     tree = rich.tree.Tree("CONFIG", style="bold", guide_style="dim")
     fields = [f for f in order if f in cfg] + [f for f in cfg if f not in order]

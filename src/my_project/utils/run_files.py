@@ -27,8 +27,10 @@ def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
 
 
 def save_resolved_config(cfg: DictConfig, path: str | Path) -> Path:
-    """The config with every interpolation resolved: what the run actually used."""
+    """The config with every interpolation resolved: what the run actually used (secrets masked)."""
+    from ..reliability.secrets import mask_secrets
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    path.write_text(OmegaConf.to_yaml(mask_secrets(OmegaConf.to_container(cfg, resolve=True))))
     return path

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import netrc
 import os
+import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+from urllib.request import getproxies, proxy_bypass
 
 from lightning.pytorch.utilities import rank_zero_info
 
@@ -36,6 +40,37 @@ def multirun_group() -> str | None:
     return f"multirun-{Path(hydra_cfg.sweep.dir).name}"
 
 
+def wandb_server() -> str:
+    return os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
+
+
+def wandb_reachable(url: str, timeout: float = 5.0) -> str | None:
+    """None if a TCP connection to the server opens within ``timeout``, else the reason.
+
+    With credentials but no network, wandb 0.31 retries for about 100 s and then fails the
+    run (`CommError: ... context deadline exceeded`); a 5 s check avoids both. The check runs
+    in a daemon thread because name resolution ignores socket timeouts.
+    """
+    parsed = urlparse(url)
+    proxy = getproxies().get(parsed.scheme)  # behind a proxy, the proxy is what must answer
+    if proxy and not proxy_bypass(parsed.hostname or ""):
+        parsed = urlparse(proxy if "://" in proxy else f"http://{proxy}")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    result: list[str | None] = []
+
+    def connect() -> None:
+        try:
+            with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
+                result.append(None)
+        except OSError as error:
+            result.append(f"{type(error).__name__}: {error}")
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return result[0] if result else f"no answer within {timeout:g} s"
+
+
 def wandb_logger(
     save_dir: str, offline: bool | None = None, group: str | None = None, **kwargs: Any
 ) -> Any:
@@ -53,10 +88,20 @@ def wandb_logger(
             mode != "online" and not wandb_credentials_available()
         )
     Path(save_dir).mkdir(parents=True, exist_ok=True)
-    if offline:
-        os.environ.setdefault("WANDB_MODE", "offline")
+    unreachable = None if offline else wandb_reachable(wandb_server())
+    if unreachable:
+        offline = True
+        os.environ["WANDB_MODE"] = "offline"
         rank_zero_info(
-            f"wandb: no credentials found, logging offline under {save_dir}/wandb; upload later "
+            f"wandb: credentials found but {wandb_server()} cannot be reached ({unreachable}); "
+            f"logging offline under {save_dir}/wandb. Upload later with "
+            f"`wandb sync {save_dir}/wandb/offline-run-*`."
+        )
+    elif offline:
+        os.environ.setdefault("WANDB_MODE", "offline")
+        reason = "WANDB_MODE=offline" if mode in ("offline", "dryrun") else "no credentials found"
+        rank_zero_info(
+            f"wandb: {reason}, logging offline under {save_dir}/wandb; upload later "
             f"with `wandb sync {save_dir}/wandb/offline-run-*` (after `wandb login`)."
         )
     os.environ.setdefault("WANDB_SILENT", "true")

@@ -1,0 +1,105 @@
+"""A training loader that can stop anywhere in an epoch and continue with the very next batch.
+
+Lightning saves the ``state_dict()`` of any train loader that has one in its checkpoints and
+hands it back through ``load_state_dict()`` before iterating on resume. A plain ``DataLoader``
+has neither, and its shuffled order comes from the global RNG at the moment an epoch starts, so
+a resumed run replays the wrong batches. Here the order of epoch ``e`` is a function of
+``(seed, e)`` alone, and a resumed epoch starts at the first batch that was not trained on.
+(torchdata's ``StatefulDataLoader`` does this too, but counts batches its iterator yielded,
+which is not what the training loop consumed; this is the small part we need, tested here.)
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator, Sized
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, RandomSampler
+
+
+class EpochShuffleSampler(RandomSampler):
+    """Shuffles with a permutation seeded by ``(seed, epoch)``; can start part-way through.
+
+    A ``RandomSampler`` subclass on purpose: under DDP Lightning replaces any ``RandomSampler``
+    with its ``DistributedSampler(shuffle=True)``, exactly as it does for ``shuffle=True``.
+    """
+
+    def __init__(self, data_source: Sized, seed: int | None = None) -> None:
+        super().__init__(data_source)
+        # No seed (`seed=null`): pick one, and keep it in the checkpoint so a resume agrees.
+        self.seed = int(seed) if seed is not None else secrets.randbits(62)
+        self.epoch = 0
+        self.start = 0  # index into this epoch's permutation where the next iteration starts
+
+    def set_epoch(self, epoch: int) -> None:
+        """Lightning calls this at the start of every training epoch."""
+        self.epoch = epoch
+
+    def epoch_seed(self) -> int:
+        return (self.seed * 1_000_003 + self.epoch) % (2**63)
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.epoch_seed())
+        order = torch.randperm(len(self.data_source), generator=generator)
+        start, self.start = self.start, 0
+        yield from order[start:].tolist()
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class ResumableDataLoader(DataLoader):
+    """A ``DataLoader`` whose position in the epoch is saved in checkpoints.
+
+    ``state_dict()`` records the epoch and how many batches of it the training loop took;
+    ``load_state_dict()`` makes the next iteration of that same epoch skip them (in the
+    sampler, so skipped batches are never loaded and never consume random numbers). The
+    iterator is created lazily, at the first batch, after Lightning has called ``set_epoch``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._epoch: int | None = None
+        self._batches = 0
+        self._resume: tuple[int | None, int] | None = None
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        return self._iterate()
+
+    def _sampler_epoch(self) -> int | None:
+        return getattr(self.sampler, "epoch", None)
+
+    def _iterate(self) -> Iterator[Any]:
+        epoch, skip = self._sampler_epoch(), 0
+        if self._resume is not None:
+            resume_epoch, resume_batches = self._resume
+            self._resume = None
+            # A checkpoint taken at the end of an epoch resumes at the start of the next one.
+            if resume_epoch == epoch and resume_batches < len(self):
+                skip = resume_batches
+        if isinstance(self.sampler, EpochShuffleSampler):
+            self.sampler.start = skip * (self.batch_size or 1)
+            if self.generator is not None:  # worker seeds: a function of (seed, epoch) too
+                self.generator.manual_seed(self.sampler.epoch_seed())
+            discard = 0
+        else:
+            discard = skip  # e.g. Lightning's DistributedSampler: skip by loading and dropping
+        self._epoch, self._batches = epoch, skip
+        for index, batch in enumerate(super().__iter__()):
+            if index < discard:
+                continue
+            self._batches += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"epoch": self._epoch, "batches": self._batches}
+        if isinstance(self.sampler, EpochShuffleSampler):
+            state["seed"] = self.sampler.seed
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if isinstance(self.sampler, EpochShuffleSampler) and state.get("seed") is not None:
+            self.sampler.seed = int(state["seed"])
+        self._resume = (state.get("epoch"), int(state.get("batches", 0)))

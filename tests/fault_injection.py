@@ -1,0 +1,71 @@
+"""Test-only callbacks that put a real training run in a known state, added from the command line.
+
+`train.py` runs from the repository root, so `tests.fault_injection.X` is importable as a
+`_target_`: e.g. `+callbacks.pause._target_=tests.fault_injection.PauseAtStep
++callbacks.pause.step=33 +callbacks.pause.marker=/tmp/paused`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+
+
+class PauseAtStep(Callback):
+    """After training step ``step``, write ``marker`` and wait to be killed.
+
+    A deterministic "mid-epoch": the test kills the process only once the marker exists. Lightning
+    stops waiting on SIGTERM (its handler sets ``received_sigterm``), as it would after a step.
+    Pauses once: a run resumed with the same overrides (``resume=``) finds the marker and goes on.
+    """
+
+    def __init__(
+        self, step: int, marker: str, in_validation: bool = False, timeout: float = 120.0
+    ) -> None:
+        self.step, self.marker, self.timeout = step, Path(marker), timeout
+        self.in_validation = in_validation
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if trainer.global_step == self.step and not self.in_validation:
+            self._pause(trainer, batch_idx)
+
+    def on_validation_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if trainer.global_step == self.step and self.in_validation and batch_idx == 1:
+            self._pause(trainer, batch_idx)
+
+    def _pause(self, trainer: Trainer, batch_idx: int) -> None:
+        if self.marker.exists():  # paused once already: this is the resumed run
+            return
+        self.marker.write_text(f"{os.getpid()} {trainer.current_epoch} {batch_idx}\n")
+        deadline = time.monotonic() + self.timeout
+        while not trainer.received_sigterm and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+class PoisonWeightsAtStep(Callback):
+    """Before training step ``step`` + 1, fill the first weight with NaN: that step's loss is NaN."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(
+        self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                next(pl_module.parameters()).fill_(float("nan"))

@@ -1,0 +1,154 @@
+"""Kill and resume without loss: real training runs stopped by SIGKILL, SIGTERM and Ctrl-C.
+
+A test-only callback (tests/fault_injection.py) pauses the run right after a chosen training
+step, in the middle of an epoch, so the signal always lands at the same point. Every run uses
+the same seed with `trainer.deterministic=true`, so an interrupted and resumed run must end
+bit-identical to one that never stopped: metrics, weights, the CSV log and the plotted history.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from .helpers import ROOT, clean_env, read_metrics, run_entry
+
+# 2 epochs of 20 batches; last.ckpt every 5 steps and at each epoch end.
+RUN = [
+    "trainer.max_epochs=2",
+    "logger=csv",
+    "trainer.accelerator=cpu",
+    "trainer.deterministic=true",
+    "seed=7",
+    "callbacks.last_checkpoint.every_n_train_steps=5",
+]
+PAUSE_STEP = 27  # epoch 1, batch 7: two steps after the step-25 checkpoint
+
+
+def start_paused_run(run_dir: Path, marker: Path) -> subprocess.Popen[str]:
+    """Start training; return once it is paused after step PAUSE_STEP (mid-epoch)."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            *RUN,
+            f"hydra.run.dir={run_dir}",
+            "+callbacks.pause._target_=tests.fault_injection.PauseAtStep",
+            f"+callbacks.pause.step={PAUSE_STEP}",
+            f"+callbacks.pause.marker={marker}",
+        ],
+        cwd=ROOT,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(
+                f"the run never reached step {PAUSE_STEP}:\n{process.communicate()[0][-3000:]}"
+            )
+        time.sleep(0.1)
+    return process
+
+
+def stop(process: subprocess.Popen[str], signum: int) -> tuple[int, str]:
+    process.send_signal(signum)
+    output, _ = process.communicate(timeout=300)
+    return process.returncode, output
+
+
+def checkpoint(run_dir: Path, name: str = "last.ckpt") -> dict:
+    return torch.load(run_dir / "checkpoints" / name, weights_only=True)
+
+
+def assert_same_run(resumed: Path, reference: Path) -> None:
+    assert read_metrics(resumed) == read_metrics(reference)
+    got, want = checkpoint(resumed), checkpoint(reference)
+    assert got["global_step"] == want["global_step"] == 40 and got["epoch"] == want["epoch"] == 1
+    assert got["state_dict"].keys() == want["state_dict"].keys()
+    for key, value in want["state_dict"].items():
+        assert torch.equal(got["state_dict"][key], value), key
+
+    def history(ckpt: dict) -> list:
+        return next(v["history"] for k, v in ckpt["callbacks"].items() if "PlotCallback" in k)
+
+    assert history(got) == history(want) and len(history(want)) == 2
+    assert (resumed / "csv" / "metrics.csv").read_text() == (
+        reference / "csv" / "metrics.csv"
+    ).read_text()
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The uninterrupted run every interrupted one is compared with."""
+    run_dir = tmp_path_factory.mktemp("reference")
+    result = run_entry("train", *RUN, f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
+@pytest.mark.slow
+def test_two_seeded_deterministic_runs_are_bit_identical(
+    reference_run: Path, tmp_path: Path
+) -> None:
+    result = run_entry("train", *RUN, f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_same_run(tmp_path, reference_run)
+
+
+@pytest.mark.slow
+def test_kill_9_mid_epoch_then_resume_matches_an_uninterrupted_run(
+    reference_run: Path, tmp_path: Path
+) -> None:
+    run_dir, marker = tmp_path / "run", tmp_path / "paused"
+    code, _ = stop(start_paused_run(run_dir, marker), signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    # The newest complete checkpoint is the step-25 one, in the middle of epoch 1.
+    saved = checkpoint(run_dir)
+    assert (saved["epoch"], saved["global_step"]) == (1, 25)
+    assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] == 5
+    assert not list((run_dir / "checkpoints").glob(".partial-*"))
+
+    result = run_entry("train", f"resume={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_same_run(run_dir, reference_run)
+    # Hydra's record of the original command is kept; the resumed one is recorded beside it.
+    assert "ckpt_path" not in (run_dir / ".hydra" / "overrides.yaml").read_text()
+    (resumed_record,) = (run_dir / ".hydra").glob("resume_*/overrides.yaml")
+    assert "ckpt_path=last" in resumed_record.read_text()
+
+
+@pytest.mark.slow
+def test_sigterm_mid_epoch_saves_a_checkpoint_that_resumes_exactly(
+    reference_run: Path, tmp_path: Path
+) -> None:
+    run_dir, marker = tmp_path / "run", tmp_path / "paused"
+    code, output = stop(start_paused_run(run_dir, marker), signal.SIGTERM)
+    assert code == 128 + signal.SIGTERM, output[-3000:]
+    assert "Stopped by SIGTERM" in output and f"python train.py resume={run_dir}" in output
+    saved = checkpoint(run_dir)
+    assert (saved["epoch"], saved["global_step"]) == (1, PAUSE_STEP)
+    assert not (run_dir / "metrics.json").exists()
+
+    result = run_entry("train", f"resume={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_same_run(run_dir, reference_run)
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
+    run_dir, marker = tmp_path / "run", tmp_path / "paused"
+    code, output = stop(start_paused_run(run_dir, marker), signal.SIGINT)
+    assert code == 128 + signal.SIGINT, output[-3000:]
+    assert "Ctrl-C: stopping after the current batch" in output
+    assert "Stopped by Ctrl-C" in output and "resume=" in output
+    assert checkpoint(run_dir)["global_step"] == PAUSE_STEP
