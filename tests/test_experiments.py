@@ -25,7 +25,8 @@ def test_there_are_at_least_two_documented_experiments() -> None:
 def test_experiment_runs_one_fast_dev_run_step(name: str, tmp_path: Path) -> None:
     # Data that would be downloaded (MNIST) is replaced by small files written here.
     data_dir = tmp_path / "data"
-    write_fake_mnist(data_dir / "mnist", n_train=96, n_test=32)
+    # Enough training images for the recipe's batch size (a smaller set is refused, rightly).
+    write_fake_mnist(data_dir / "mnist", n_train=240, n_test=32)
     run_dir = tmp_path / "run"
     result = run_entry(
         "train",
