@@ -24,7 +24,9 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     from hydra.utils import get_class, instantiate
 
     from .utils.instantiate import instantiate_group
+    from .utils.precision import set_float32_matmul_precision
 
+    set_float32_matmul_precision(cfg.get("float32_matmul_precision"))
     model_class = get_class(cfg.model._target_)
     try:
         model = model_class.load_from_checkpoint(ckpt_path, map_location="cpu")

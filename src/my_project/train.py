@@ -37,9 +37,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     from omegaconf import OmegaConf
 
     from .utils.instantiate import instantiate_group
+    from .utils.precision import set_float32_matmul_precision
 
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
+    set_float32_matmul_precision(cfg.get("float32_matmul_precision"))
 
     datamodule = instantiate(cfg.data)
     model = instantiate(

@@ -5,9 +5,14 @@ Subclasses only say how to load arrays; splitting, seeding and loaders live here
 
 from __future__ import annotations
 
+import os
+
 import torch
 from lightning.pytorch import LightningDataModule
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
+
+from ..utils.errors import UserError
+from .batching import DeviceBatches, TensorBatchDataset, device_sampler, keep_batch
 
 Split = tuple[torch.Tensor, torch.Tensor]
 
@@ -18,6 +23,11 @@ class InMemoryDataModule(LightningDataModule):
     Subclasses implement :meth:`load`, returning a pool to split into train/val and, where
     the data set has an official test split, that split (else the test split is carved
     from the pool too). Splits are a deterministic function of ``split_seed``.
+
+    Loaders hand out whole batches by indexing the split tensors (no per-sample collate):
+    through a standard ``DataLoader`` by default, or, with ``on_device=True``, sliced from
+    copies of the splits that live on the accelerator (see `batching`). ``pin_memory=None``
+    pins host batches when training on CUDA, so Lightning's ``non_blocking`` copies overlap.
     """
 
     num_classes: int = 10
@@ -30,12 +40,14 @@ class InMemoryDataModule(LightningDataModule):
         test_fraction: float = 0.15,
         split_seed: int = 12345,
         num_workers: int = 0,
-        pin_memory: bool = False,
+        pin_memory: bool | None = None,
         persistent_workers: bool = False,
+        on_device: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(logger=False)
         self.splits: dict[str, Split] = {}
+        self._resident: dict[tuple[str, torch.device], Split] = {}
 
     def load(self) -> tuple[Split, Split | None]:
         """Return ``(pool, test)``; ``test`` is None when it must be split from the pool."""
@@ -61,26 +73,64 @@ class InMemoryDataModule(LightningDataModule):
             "test": test if test is not None else (pool[0][test_idx], pool[1][test_idx]),
         }
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        images, labels = self.splits[split]
+    def _device(self) -> torch.device:
+        """Where the model trains: the strategy's device once a Trainer is attached."""
+        return (
+            self.trainer.strategy.root_device if self.trainer is not None else torch.device("cpu")
+        )
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader | DeviceBatches:
+        if self.hparams.on_device:
+            return self._device_batches(split, shuffle)
         workers = self.hparams.num_workers
+        pin_memory = self.hparams.pin_memory
+        if pin_memory is None:
+            pin_memory = self._device().type == "cuda"
         return DataLoader(
-            TensorDataset(images, labels),
+            TensorBatchDataset(*self.splits[split]),
             batch_size=self.hparams.batch_size,
             shuffle=shuffle,
+            collate_fn=keep_batch,
             num_workers=workers,
-            pin_memory=self.hparams.pin_memory,
+            pin_memory=pin_memory,
             persistent_workers=self.hparams.persistent_workers and workers > 0,
         )
 
-    def train_dataloader(self) -> DataLoader:
+    def _device_batches(self, split: str, shuffle: bool) -> DeviceBatches:
+        """Batches of the split moved once to the device; sharded by rank here under DDP."""
+        device = self._device()
+        if (split, device) not in self._resident:
+            self._resident[split, device] = self._move(split, device)
+        tensors = self._resident[split, device]
+        trainer = self.trainer
+        rank, world_size = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
+        if trainer is not None and trainer.overfit_batches:
+            shuffle = False  # what Lightning does to DataLoaders when overfitting
+        # PL_GLOBAL_SEED is the seed Lightning gives the DistributedSampler it injects.
+        seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
+        sampler = device_sampler(len(tensors[1]), shuffle, rank, world_size, seed)
+        return DeviceBatches(tensors, self.hparams.batch_size, sampler)
+
+    def _move(self, split: str, device: torch.device) -> Split:
+        images, labels = self.splits[split]
+        try:
+            return images.to(device), labels.to(device)
+        except torch.OutOfMemoryError as error:
+            size = (images.nbytes + labels.nbytes) / 2**30
+            raise UserError(
+                f"data.on_device=true: the {split} split ({size:.2f} GiB) does not fit in the "
+                f"memory of {device}. Run with `data.on_device=false` to stream batches from host "
+                "memory instead."
+            ) from error
+
+    def train_dataloader(self) -> DataLoader | DeviceBatches:
         return self._loader("train", shuffle=True)
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self) -> DataLoader | DeviceBatches:
         return self._loader("val", shuffle=False)
 
-    def test_dataloader(self) -> DataLoader:
+    def test_dataloader(self) -> DataLoader | DeviceBatches:
         return self._loader("test", shuffle=False)
 
-    def predict_dataloader(self) -> DataLoader:
+    def predict_dataloader(self) -> DataLoader | DeviceBatches:
         return self._loader("test", shuffle=False)

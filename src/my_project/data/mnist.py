@@ -107,8 +107,9 @@ class MNISTDataModule(InMemoryDataModule):
         val_fraction: float = 1 / 12,
         split_seed: int = 12345,
         num_workers: int = 0,
-        pin_memory: bool = False,
+        pin_memory: bool | None = None,
         persistent_workers: bool = False,
+        on_device: bool = False,
         mirrors: Sequence[str] = MNIST_MIRRORS,
         download: bool = True,
     ) -> None:
@@ -120,6 +121,7 @@ class MNISTDataModule(InMemoryDataModule):
             num_workers=num_workers,
             pin_memory=pin_memory,
             persistent_workers=persistent_workers,
+            on_device=on_device,
         )
         self.data_dir = Path(data_dir)
         self.mirrors = tuple(mirrors)

@@ -2,7 +2,9 @@
 
 Every metric is a torchmetrics object registered as a submodule, so `.to(device)` moves it
 with the weights and DDP synchronises it; metrics are updated every step on the device and
-computed (one host sync) only at epoch end.
+computed (one host sync) only at epoch end. The step does nothing that waits for the device:
+no ``self.log`` per step, and torchmetrics' input checks (``torch.unique``, ``if nans.any()``:
+host syncs on every update) are off, since ``cross_entropy`` already rejects bad labels.
 
 Hyperparameters are plain dicts and numbers (never modules or partials), so checkpoints load
 under torch's default ``weights_only=True`` and need no config to be rebuilt.
@@ -33,18 +35,29 @@ class ImageClassifier(LightningModule):
         lr: float = 1e-3,
         optimizer: dict[str, Any] | None = None,
         scheduler: dict[str, Any] | None = None,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = instantiate(net, in_shape=list(image_shape), num_classes=num_classes)
+        if compile:
+            # In place: the state dict keeps its keys, so checkpoints load with or without it.
+            self.net.compile()
 
         accuracy = MetricCollection(
-            {"acc": MulticlassAccuracy(num_classes=num_classes, average="micro")}
+            {
+                "acc": MulticlassAccuracy(
+                    num_classes=num_classes, average="micro", validate_args=False
+                )
+            }
         )
         self.train_metrics = accuracy.clone(prefix="train/")
         self.val_metrics = accuracy.clone(prefix="val/")
         self.test_metrics = accuracy.clone(prefix="test/")
-        self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
+        # A NaN loss shows as a NaN epoch loss (diverged) instead of being dropped with a sync.
+        self.train_loss, self.val_loss, self.test_loss = (
+            MeanMetric(nan_strategy="disable") for _ in STAGES
+        )
         self.val_acc_best = MaxMetric()
         self.test_confusion = MulticlassConfusionMatrix(num_classes=num_classes)
 
@@ -57,7 +70,9 @@ class ImageClassifier(LightningModule):
         logits = self(x)
         loss = F.cross_entropy(logits, y)
         preds = logits.argmax(dim=1)
-        getattr(self, f"{stage}_loss").update(loss.detach(), weight=y.numel())
+        # One value per sample: a mean over samples even when the last batch is smaller.
+        # (torchmetrics 1.9 ignores `weight=` under nan_strategy="disable".)
+        getattr(self, f"{stage}_loss").update(loss.detach().expand(y.shape[0]))
         getattr(self, f"{stage}_metrics").update(preds, y)
         return loss, preds, y
 
