@@ -55,6 +55,9 @@ METHODS = {
     "raw_template_data": "hand-written loop, template data path",
 }
 PACKAGE = __package__ or "my_project"
+# Optimizer arguments that choose an implementation, not the algorithm: a tutorial leaves
+# them at torch's defaults, the template may configure them (way 1 drops them).
+IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -108,7 +111,7 @@ def compose(args: argparse.Namespace) -> Any:
         "trainer.devices=1",
         "model.scheduler=null",  # the raw loop has none; same optimizer, same learning rate
         "logger=none",
-        "callbacks=none",
+        "callbacks=progress_bar",  # the template's bar; no checkpoints or plots
     ]
     if args.samples and args.workload == "cnn":
         overrides.append(f"data.num_samples={args.samples}")
@@ -245,12 +248,17 @@ class Bench:
             _convert_="all",
         )
 
-    def _raw_model_and_optimizer(self) -> tuple[Any, Any]:
-        # The template's own network and optimizer, as a user of plain PyTorch would build them.
-        model = self._model()
-        net = model.net
-        optimizer = model.configure_optimizers()
-        return net, optimizer
+    def _raw_model_and_optimizer(self, method: str) -> tuple[Any, Any]:
+        """The template's network, and its optimizer: as configured (way 3) or as a tutorial
+        writes it (way 1: same class and hyperparameters, torch's default implementation)."""
+        from hydra.utils import instantiate
+        from omegaconf import OmegaConf
+
+        net = self._model().net
+        spec = OmegaConf.to_container(self.cfg.model.optimizer)
+        if method == "raw":
+            spec = {k: v for k, v in spec.items() if k not in IMPLEMENTATION_FLAGS}
+        return net, instantiate(spec, params=net.parameters(), lr=self.cfg.model.lr)
 
     def run(self, method: str) -> dict[str, float]:
         """One timed run of a way: samples per second by the wall clock and by CPU time."""
@@ -260,7 +268,7 @@ class Bench:
             trainer = self._trainer(args.warmup + args.steps, [timer])
             trainer.fit(self._model(), datamodule=self.datamodule)
             return timer.watch.rates()
-        net, optimizer = self._raw_model_and_optimizer()
+        net, optimizer = self._raw_model_and_optimizer(method)
         if method == "raw":
             from torch.utils.data import DataLoader, TensorDataset
 

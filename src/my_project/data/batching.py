@@ -61,6 +61,7 @@ class DeviceBatches:
         self.tensors = tensors
         self.batch_size = batch_size
         self.sampler = sampler
+        self.batch_sampler = None  # Lightning reads both where it finds a `sampler`
 
     def __len__(self) -> int:
         return math.ceil(len(self.sampler) / self.batch_size)  # type: ignore[arg-type]
