@@ -15,7 +15,7 @@ from lightning.pytorch import Callback, Trainer
 from torch.overrides import TorchFunctionMode
 from torch.utils.data import DataLoader, TensorDataset
 
-from my_project.data.batching import DeviceBatches, TensorBatchDataset, device_sampler, keep_batch
+from my_project.data.batching import DeviceBatches, TensorBatchDataset, keep_batch
 from my_project.models.classifier import ImageClassifier
 from my_project.train import train
 from my_project.utils.errors import UserError
@@ -150,7 +150,6 @@ def _fit_metrics(tmp_path: Path, on_device: bool) -> dict[str, float]:
     return read_metrics(run_dir)
 
 
-@pytest.mark.slow
 def test_on_device_data_trains_exactly_like_the_dataloader_path(tmp_path: Path) -> None:
     """Same seed, same shuffles, same dropout: the switch changes speed, not results."""
     loader, on_device = _fit_metrics(tmp_path, False), _fit_metrics(tmp_path, True)
@@ -160,16 +159,16 @@ def test_on_device_data_trains_exactly_like_the_dataloader_path(tmp_path: Path) 
 
 def test_template_batches_equal_a_plain_dataloaders() -> None:
     images, labels = torch.rand(100, 1, 8, 8), torch.arange(100)
+
+    def batches(dataset: Any, **options: Any) -> tuple[list[Any], DataLoader]:
+        torch.manual_seed(3)
+        loader = DataLoader(dataset, batch_size=32, shuffle=True, **options)
+        return list(loader), loader
+
+    plain, _ = batches(TensorDataset(images, labels))
+    batched, loader = batches(TensorBatchDataset(images, labels), collate_fn=keep_batch)
     torch.manual_seed(3)
-    plain = list(DataLoader(TensorDataset(images, labels), batch_size=32, shuffle=True))
-    torch.manual_seed(3)
-    batched = list(
-        DataLoader(
-            TensorBatchDataset(images, labels), batch_size=32, shuffle=True, collate_fn=keep_batch
-        )
-    )
-    torch.manual_seed(3)
-    sliced = list(DeviceBatches((images, labels), 32, device_sampler(100, shuffle=True)))
+    sliced = list(DeviceBatches.from_loader(loader, (images, labels)))
     assert [len(b[1]) for b in batched] == [32, 32, 32, 4] == [len(b[1]) for b in sliced]
     for (x0, y0), (x1, y1), (x2, y2) in zip(plain, batched, sliced, strict=True):
         assert torch.equal(x0, x1) and torch.equal(y0, y1)
@@ -180,17 +179,22 @@ def test_device_batches_shard_by_rank_under_ddp() -> None:
     """Training shards are the DistributedSampler's (equal sizes); evaluation shards cover
     every sample exactly once (no padding duplicates)."""
     size, world = 271, 2
-    train_shards = [device_sampler(size, True, rank, world, seed=7) for rank in range(world)]
-    assert [len(s) for s in train_shards] == [136, 136]
-    assert set().union(*(set(s) for s in train_shards)) == set(range(size))
-    eval_shards = [list(device_sampler(size, False, rank, world)) for rank in range(world)]
+    tensors = (torch.arange(size),)
+    dataset = TensorBatchDataset(*tensors)
+
+    def shards(shuffle: bool) -> list[DeviceBatches]:
+        loader = DataLoader(dataset, batch_size=64, shuffle=shuffle, collate_fn=keep_batch)
+        return [DeviceBatches.from_loader(loader, tensors, r, world, seed=7) for r in range(world)]
+
+    train_shards = [torch.cat([b[0] for b in s]).tolist() for s in shards(True)]
+    assert [len(s) for s in train_shards] == [136, 136]  # padded to equal lengths
+    assert set(train_shards[0]) | set(train_shards[1]) == set(range(size))
+    eval_shards = [torch.cat([b[0] for b in s]).tolist() for s in shards(False)]
     assert sorted(eval_shards[0] + eval_shards[1]) == list(range(size))
-    assert len(DeviceBatches((torch.zeros(size),), 64, eval_shards[1])) == 3
+    assert [len(s) for s in shards(False)] == [3, 3]
 
 
-@pytest.mark.parametrize(
-    ("workload", "repeats"), [("mlp", 2), pytest.param("cnn", 1, marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize(("workload", "repeats"), [("mlp", 2), ("cnn", 1)])
 def test_bench_writes_json_png_and_ends_with_the_ratio(
     workload: str, repeats: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

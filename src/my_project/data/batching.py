@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sized
 
 import torch
 from torch import Tensor
-from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, TensorDataset
 
 
 class TensorBatchDataset(TensorDataset):
@@ -34,61 +34,72 @@ def keep_batch(batch: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     return batch
 
 
-def _advance_global_rng_like_a_dataloader() -> None:
-    # Every DataLoader iterator draws its base seed from the global generator
-    # (torch.utils.data.dataloader._BaseDataLoaderIter.__init__). Drawing it here too keeps
-    # the random stream (shuffles, dropout) of `data.on_device=true` identical to the
-    # DataLoader path, so the switch changes speed, not results.
-    torch.empty((), dtype=torch.int64).random_()
-
-
 class DeviceBatches:
-    """Batches sliced from tensors that already live on the accelerator (``data.on_device``).
+    """The batches a ``DataLoader`` would give, sliced from tensors already on the accelerator.
 
-    No DataLoader, no worker, no host-to-device copy per step: each epoch builds one index
-    tensor on the device (the order of ``sampler``, a standard sampler) and each batch is an
-    index into the resident tensors. Lightning passes this iterable through untouched, so it
-    shards for DDP itself: ``sampler`` is then a ``DistributedSampler`` (training, on which
-    Lightning calls ``set_epoch``) or one rank's share of an evaluation split, without the
-    padding duplicates a ``DistributedSampler`` adds.
+    For ``data.on_device=true``: no DataLoader, no worker, no host-to-device copy per step.
+    Each epoch turns the loader's sampler order into one index tensor on the device, and each
+    batch is one indexing operation on the resident tensors. Random numbers are drawn exactly
+    as the DataLoader's iterator would draw them, so results do not depend on the switch.
+
+    Lightning passes this iterable through untouched (it only re-samples DataLoaders), so
+    under DDP `from_loader` shards it the way Lightning would shard the loader.
     """
 
     def __init__(
-        self, tensors: tuple[Tensor, ...], batch_size: int, sampler: Iterable[int]
+        self,
+        tensors: tuple[Tensor, ...],
+        batch_size: int,
+        sampler: Iterable[int],
+        drop_last: bool = False,
+        generator: torch.Generator | None = None,
     ) -> None:
         if not isinstance(sampler, Sized):
             raise TypeError("DeviceBatches needs a sampler with a length.")
         self.tensors = tensors
         self.batch_size = batch_size
-        self.sampler = sampler
+        self.sampler = sampler  # Lightning calls its `set_epoch`, if any, every epoch
         self.batch_sampler = None  # Lightning reads both where it finds a `sampler`
+        self.drop_last = drop_last
+        self.generator = generator
+
+    @classmethod
+    def from_loader(
+        cls,
+        loader: DataLoader,
+        tensors: tuple[Tensor, ...],
+        rank: int = 0,
+        world_size: int = 1,
+        seed: int = 0,
+    ) -> DeviceBatches:
+        """``loader``'s batches (its sampler, batch size, generator) from ``tensors``.
+
+        Under DDP (``world_size > 1``) a shuffling sampler becomes the ``DistributedSampler``
+        Lightning would inject (same ``seed``), and a sequential one gives each rank every
+        ``world_size``-th sample: each sample is evaluated once, without padding duplicates.
+        """
+        sampler: Sized = loader.sampler  # type: ignore[assignment]
+        size = len(tensors[0])
+        if world_size > 1 and not isinstance(sampler, DistributedSampler):
+            if isinstance(sampler, RandomSampler):
+                sampler = DistributedSampler(
+                    range(size), num_replicas=world_size, rank=rank, shuffle=True, seed=seed
+                )
+            else:
+                sampler = range(rank, size, world_size)
+        batch_size = loader.batch_size or 1
+        return cls(tensors, batch_size, sampler, loader.drop_last, loader.generator)
 
     def __len__(self) -> int:
-        return math.ceil(len(self.sampler) / self.batch_size)  # type: ignore[arg-type]
+        count = len(self.sampler)  # type: ignore[arg-type]
+        return count // self.batch_size if self.drop_last else math.ceil(count / self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[Tensor, ...]]:
-        _advance_global_rng_like_a_dataloader()
+        # torch.utils.data.dataloader._BaseDataLoaderIter.__init__ draws its base seed so;
+        # drawing it here too keeps the random stream (shuffles, dropout) of both paths equal.
+        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
         device = self.tensors[0].device
         order = torch.as_tensor(list(self.sampler), dtype=torch.long).to(device, non_blocking=True)
-        for start in range(0, len(order), self.batch_size):
+        for start in range(0, len(self) * self.batch_size, self.batch_size):
             index = order[start : start + self.batch_size]
             yield tuple(tensor[index] for tensor in self.tensors)
-
-
-def device_sampler(
-    size: int, shuffle: bool, rank: int = 0, world_size: int = 1, seed: int = 0
-) -> Iterable[int]:
-    """The sample order of `DeviceBatches` for one process: what the DataLoader path would use.
-
-    One process: ``RandomSampler``/``SequentialSampler`` as a ``DataLoader`` builds them. Under
-    DDP, training uses the ``DistributedSampler`` Lightning would inject (same seed), and
-    evaluation gives each rank every ``world_size``-th sample, so each sample counts once.
-    """
-    if world_size == 1:
-        source = range(size)
-        return RandomSampler(source) if shuffle else SequentialSampler(source)
-    if shuffle:
-        return DistributedSampler(
-            range(size), num_replicas=world_size, rank=rank, shuffle=True, seed=seed
-        )
-    return range(rank, size, world_size)

@@ -9,10 +9,10 @@ import os
 
 import torch
 from lightning.pytorch import LightningDataModule
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler
 
 from ..utils.errors import UserError
-from .batching import DeviceBatches, TensorBatchDataset, device_sampler, keep_batch
+from .batching import DeviceBatches, TensorBatchDataset, keep_batch
 
 Split = tuple[torch.Tensor, torch.Tensor]
 
@@ -80,13 +80,11 @@ class InMemoryDataModule(LightningDataModule):
         )
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader | DeviceBatches:
-        if self.hparams.on_device:
-            return self._device_batches(split, shuffle)
         workers = self.hparams.num_workers
         pin_memory = self.hparams.pin_memory
         if pin_memory is None:
-            pin_memory = self._device().type == "cuda"
-        return DataLoader(
+            pin_memory = self._device().type == "cuda" and not self.hparams.on_device
+        loader = DataLoader(
             TensorBatchDataset(*self.splits[split]),
             batch_size=self.hparams.batch_size,
             shuffle=shuffle,
@@ -95,21 +93,29 @@ class InMemoryDataModule(LightningDataModule):
             pin_memory=pin_memory,
             persistent_workers=self.hparams.persistent_workers and workers > 0,
         )
+        if self.hparams.on_device:
+            return self._device_batches(split, loader)
+        return loader
 
-    def _device_batches(self, split: str, shuffle: bool) -> DeviceBatches:
-        """Batches of the split moved once to the device; sharded by rank here under DDP."""
+    def _device_batches(self, split: str, loader: DataLoader) -> DeviceBatches:
+        """``loader``'s batches from the split moved once to the device; sharded here under DDP."""
         device = self._device()
         if (split, device) not in self._resident:
             self._resident[split, device] = self._move(split, device)
-        tensors = self._resident[split, device]
         trainer = self.trainer
+        if (
+            trainer is not None
+            and trainer.overfit_batches
+            and isinstance(loader.sampler, RandomSampler)
+        ):
+            # What Lightning does to a DataLoader when overfitting: no shuffling.
+            loader = DataLoader(loader.dataset, batch_size=loader.batch_size, collate_fn=keep_batch)
         rank, world_size = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
-        if trainer is not None and trainer.overfit_batches:
-            shuffle = False  # what Lightning does to DataLoaders when overfitting
         # PL_GLOBAL_SEED is the seed Lightning gives the DistributedSampler it injects.
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
-        sampler = device_sampler(len(tensors[1]), shuffle, rank, world_size, seed)
-        return DeviceBatches(tensors, self.hparams.batch_size, sampler)
+        return DeviceBatches.from_loader(
+            loader, self._resident[split, device], rank, world_size, seed
+        )
 
     def _move(self, split: str, device: torch.device) -> Split:
         images, labels = self.splits[split]
