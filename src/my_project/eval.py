@@ -33,7 +33,9 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
 
     from .utils.checkpoint import load_model
     from .utils.instantiate import instantiate_group
+    from .utils.precision import set_float32_matmul_precision
 
+    set_float32_matmul_precision(cfg.get("float32_matmul_precision"))
     model = load_model(cfg.model._target_, ckpt_path)
     datamodule = instantiate(cfg.data)
     callbacks = instantiate_group(cfg.get("callbacks"))

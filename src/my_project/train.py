@@ -46,10 +46,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     from .reliability.resume import keep_csv_history
     from .reliability.signals import stop_cleanly_on_signals
     from .utils.instantiate import instantiate_group
+    from .utils.precision import set_float32_matmul_precision
 
     checks.check_config_types(cfg)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
+    set_float32_matmul_precision(cfg.get("float32_matmul_precision"))
 
     datamodule = instantiate(cfg.data)
     model = instantiate(

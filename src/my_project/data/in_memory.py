@@ -5,11 +5,15 @@ Subclasses only say how to load arrays; splitting, seeding and loaders live here
 
 from __future__ import annotations
 
+import os
+
 import torch
 from lightning.pytorch import LightningDataModule
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, RandomSampler
 
 from ..strategies.samplers import evaluation_sampler
+from ..utils.errors import UserError
+from .batching import DeviceBatches, TensorBatchDataset, keep_batch
 from .resumable import EpochShuffleSampler, ResumableDataLoader
 
 Split = tuple[torch.Tensor, torch.Tensor]
@@ -22,6 +26,11 @@ class InMemoryDataModule(LightningDataModule):
     the data set has an official test split, that split (else the test split is carved
     from the pool too). Splits are a deterministic function of ``split_seed``; the training
     order of each epoch is one of ``shuffle_seed`` and the epoch, and survives a resume.
+
+    Loaders hand out whole batches by indexing the split tensors (no per-sample collate):
+    through a standard ``DataLoader`` by default, or, with ``on_device=True``, sliced from
+    copies of the splits that live on the accelerator (see `batching`). ``pin_memory=None``
+    pins host batches when training on CUDA, so Lightning's ``non_blocking`` copies overlap.
     """
 
     num_classes: int = 10
@@ -34,13 +43,15 @@ class InMemoryDataModule(LightningDataModule):
         test_fraction: float = 0.15,
         split_seed: int = 12345,
         num_workers: int = 0,
-        pin_memory: bool = False,
+        pin_memory: bool | None = None,
         persistent_workers: bool = False,
         shuffle_seed: int | None = None,
+        on_device: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(logger=False)
         self.splits: dict[str, Split] = {}
+        self._resident: dict[tuple[str, torch.device], Split] = {}
 
     def load(self) -> tuple[Split, Split | None]:
         """Return ``(pool, test)``; ``test`` is None when it must be split from the pool."""
@@ -66,34 +77,82 @@ class InMemoryDataModule(LightningDataModule):
             "test": test if test is not None else (pool[0][test_idx], pool[1][test_idx]),
         }
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        images, labels = self.splits[split]
-        dataset = TensorDataset(images, labels)
+    def _device(self) -> torch.device:
+        """Where the model trains: the strategy's device once a Trainer is attached."""
+        return (
+            self.trainer.strategy.root_device if self.trainer is not None else torch.device("cpu")
+        )
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader | DeviceBatches:
+        dataset = TensorBatchDataset(*self.splits[split])
         workers = self.hparams.num_workers
-        options = dict(
+        pin_memory = self.hparams.pin_memory
+        if pin_memory is None:
+            pin_memory = self._device().type == "cuda" and not self.hparams.on_device
+        options: dict = dict(
             batch_size=self.hparams.batch_size,
+            collate_fn=keep_batch,
             num_workers=workers,
-            pin_memory=self.hparams.pin_memory,
+            pin_memory=pin_memory,
             persistent_workers=self.hparams.persistent_workers and workers > 0,
             # Its own generator: starting an iterator then never draws from the global RNG
             # that dropout uses (with persistent workers the number of draws depends on the
             # loader's history, so a resumed run would draw differently).
             generator=torch.Generator().manual_seed(0),
         )
-        if not shuffle:
+        loader: DataLoader
+        if shuffle:
+            sampler = EpochShuffleSampler(dataset, seed=self.hparams.shuffle_seed)
+            loader = ResumableDataLoader(dataset, sampler=sampler, **options)
+        else:
             # Under DDP, val/test samples are split across ranks without padded duplicates.
-            return DataLoader(dataset, sampler=evaluation_sampler(dataset, self.trainer), **options)
-        sampler = EpochShuffleSampler(dataset, seed=self.hparams.shuffle_seed)
-        return ResumableDataLoader(dataset, sampler=sampler, **options)
+            loader = DataLoader(
+                dataset, sampler=evaluation_sampler(dataset, self.trainer), **options
+            )
+        if self.hparams.on_device:
+            return self._device_batches(split, loader)
+        return loader
 
-    def train_dataloader(self) -> DataLoader:
+    def _device_batches(self, split: str, loader: DataLoader) -> DeviceBatches:
+        """``loader``'s batches from the split moved once to the device; sharded here under DDP."""
+        device = self._device()
+        if (split, device) not in self._resident:
+            self._resident[split, device] = self._move(split, device)
+        trainer = self.trainer
+        if (
+            trainer is not None
+            and trainer.overfit_batches
+            and isinstance(loader.sampler, RandomSampler)
+        ):
+            # What Lightning does to a DataLoader when overfitting: no shuffling.
+            loader = DataLoader(loader.dataset, batch_size=loader.batch_size, collate_fn=keep_batch)
+        rank, world_size = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
+        # PL_GLOBAL_SEED is the seed Lightning gives the DistributedSampler it injects.
+        seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
+        return DeviceBatches.from_loader(
+            loader, self._resident[split, device], rank, world_size, seed
+        )
+
+    def _move(self, split: str, device: torch.device) -> Split:
+        images, labels = self.splits[split]
+        try:
+            return images.to(device), labels.to(device)
+        except torch.OutOfMemoryError as error:
+            size = (images.nbytes + labels.nbytes) / 2**30
+            raise UserError(
+                f"data.on_device=true: the {split} split ({size:.2f} GiB) does not fit in the "
+                f"memory of {device}. Run with `data.on_device=false` to stream batches from host "
+                "memory instead."
+            ) from error
+
+    def train_dataloader(self) -> DataLoader | DeviceBatches:
         return self._loader("train", shuffle=True)
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self) -> DataLoader | DeviceBatches:
         return self._loader("val", shuffle=False)
 
-    def test_dataloader(self) -> DataLoader:
+    def test_dataloader(self) -> DataLoader | DeviceBatches:
         return self._loader("test", shuffle=False)
 
-    def predict_dataloader(self) -> DataLoader:
+    def predict_dataloader(self) -> DataLoader | DeviceBatches:
         return self._loader("test", shuffle=False)

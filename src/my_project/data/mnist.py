@@ -112,9 +112,10 @@ class MNISTDataModule(InMemoryDataModule):
         val_fraction: float = 1 / 12,
         split_seed: int = 12345,
         num_workers: int = 0,
-        pin_memory: bool = False,
+        pin_memory: bool | None = None,
         persistent_workers: bool = False,
         shuffle_seed: int | None = None,
+        on_device: bool = False,
         mirrors: Sequence[str] = MNIST_MIRRORS,
         download: bool = True,
     ) -> None:
@@ -127,6 +128,7 @@ class MNISTDataModule(InMemoryDataModule):
             pin_memory=pin_memory,
             persistent_workers=persistent_workers,
             shuffle_seed=shuffle_seed,
+            on_device=on_device,
         )
         self.data_dir = Path(data_dir)
         self.mirrors = tuple(mirrors)

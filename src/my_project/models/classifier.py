@@ -2,7 +2,9 @@
 
 Every metric is a torchmetrics object registered as a submodule, so `.to(device)` moves it
 with the weights and DDP synchronises it; metrics are updated every step on the device and
-computed (one host sync) only at epoch end.
+computed (one host sync) only at epoch end. The step does nothing that waits for the device:
+no ``self.log`` per step, no torchmetrics input checks (``torch.unique``: a host sync on every
+update; ``cross_entropy`` already rejects bad labels), and the loss is averaged by `MeanLoss`.
 
 Hyperparameters are plain dicts and numbers (never modules or partials), so checkpoints load
 under torch's default ``weights_only=True`` and need no config to be rebuilt.
@@ -18,10 +20,11 @@ import torch.nn.functional as F
 from hydra.utils import instantiate
 from lightning.pytorch import LightningModule
 from torch import Tensor
-from torchmetrics import MaxMetric, MeanMetric, MetricCollection
+from torchmetrics import MaxMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
 from ..strategies import parallel_forward
+from .metrics import MeanLoss
 
 STAGES = ("train", "val", "test")
 
@@ -35,18 +38,23 @@ class ImageClassifier(LightningModule):
         lr: float = 1e-3,
         optimizer: dict[str, Any] | None = None,
         scheduler: dict[str, Any] | None = None,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = instantiate(net, in_shape=list(image_shape), num_classes=num_classes)
+        if compile:
+            # In place: the state dict keeps its keys, so checkpoints load with or without it.
+            self.net.compile()
 
         accuracy = MetricCollection(
-            {"acc": MulticlassAccuracy(num_classes=num_classes, average="micro")}
+            {"acc": MulticlassAccuracy(num_classes, average="micro", validate_args=False)},
+            compute_groups=False,  # one metric: nothing to share, less work per update
         )
         self.train_metrics = accuracy.clone(prefix="train/")
         self.val_metrics = accuracy.clone(prefix="val/")
         self.test_metrics = accuracy.clone(prefix="test/")
-        self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
+        self.train_loss, self.val_loss, self.test_loss = MeanLoss(), MeanLoss(), MeanLoss()
         self.val_acc_best = MaxMetric()
         self.test_confusion = MulticlassConfusionMatrix(num_classes=num_classes)
         # Saved in checkpoints, so a run resumed mid-epoch (or after its best epoch) reports
@@ -59,13 +67,22 @@ class ImageClassifier(LightningModule):
         # and logging stay in one place (strategies/dp.py). Elsewhere it is `self.net(x)`.
         return parallel_forward(self, self.net, x)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Lightning sets `_current_fx_name` around every hook call, a dozen times per step, and
+        # nn.Module.__setattr__ first checks parameters, modules and buffers: ~4% of a small
+        # model's step. It is a plain attribute, so it is set directly.
+        if name == "_current_fx_name":
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
     # -- steps: update metrics on the device, never sync to the host --------------------------
     def _step(self, batch: tuple[Tensor, Tensor], stage: str) -> tuple[Tensor, Tensor, Tensor]:
         x, y = batch
         logits = self(x)
         loss = F.cross_entropy(logits, y)
         preds = logits.argmax(dim=1)
-        getattr(self, f"{stage}_loss").update(loss.detach(), weight=y.numel())
+        getattr(self, f"{stage}_loss").update(loss, y.shape[0])
         getattr(self, f"{stage}_metrics").update(preds, y)
         return loss, preds, y
 

@@ -8,9 +8,13 @@ from omegaconf import DictConfig
 
 
 def instantiate_group(cfg: DictConfig | None) -> list[Any]:
-    """Instantiate every entry of a dict-of-configs group (callbacks, loggers); skip nulls."""
+    """Instantiate every entry of a dict-of-configs group (callbacks, loggers); skip nulls.
+
+    An entry whose factory returns None (e.g. the progress bar when disabled) is skipped too.
+    """
     from hydra.utils import instantiate
 
     if not cfg:
         return []
-    return [instantiate(entry) for entry in cfg.values() if entry and "_target_" in entry]
+    built = (instantiate(entry) for entry in cfg.values() if entry and "_target_" in entry)
+    return [obj for obj in built if obj is not None]
