@@ -79,9 +79,8 @@ class InMemoryDataModule(LightningDataModule):
 
     def _device(self) -> torch.device:
         """Where the model trains: the strategy's device once a Trainer is attached."""
-        return (
-            self.trainer.strategy.root_device if self.trainer is not None else torch.device("cpu")
-        )
+        strategy = getattr(self.trainer, "strategy", None)
+        return strategy.root_device if strategy is not None else torch.device("cpu")
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader | DeviceBatches:
         dataset = TensorBatchDataset(*self.splits[split])

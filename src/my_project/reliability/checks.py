@@ -164,8 +164,10 @@ def check_training_data(datamodule: Any) -> None:
     datamodule.setup("fit")
     loader = datamodule.train_dataloader()
     batch_size = getattr(loader, "batch_size", None)
+    # A DataLoader has a dataset; `data.on_device` batches (DeviceBatches) only a sampler.
+    source = loader.dataset if hasattr(loader, "dataset") else getattr(loader, "sampler", None)
     try:
-        size = len(loader.dataset)
+        size = len(source)  # type: ignore[arg-type]
     except TypeError:
         return  # an iterable data set has no length to compare with
     if size == 0:
