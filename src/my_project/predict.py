@@ -108,7 +108,10 @@ def split_loader(cfg: DictConfig, split: str, image_shape: Sequence[int] | None)
     datamodule.prepare_data()
     datamodule.setup("test" if split == "test" else "fit")
     loader = getattr(datamodule, f"{split}_dataloader")()
-    return DataLoader(loader.dataset, batch_size=cfg.batch_size, shuffle=False)
+    # Same data set and collate function as the module's loader, in a fixed order.
+    return DataLoader(
+        loader.dataset, batch_size=cfg.batch_size, shuffle=False, collate_fn=loader.collate_fn
+    )
 
 
 def write_predictions(
