@@ -10,7 +10,7 @@ from .reliability.run_dir import register_resolvers
 from .utils.config import config_dir, print_config_tree
 from .utils.errors import UserError, report_user_errors
 from .utils.ranks import is_rank_zero
-from .utils.run_files import write_metrics
+from .utils.run_files import to_floats, write_json
 from .utils.validation import check_checkpoint_path, check_trainer_config
 
 register_resolvers()  # `${unique_dir:...}` in configs/hydra
@@ -42,10 +42,10 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     loggers = instantiate_group(cfg.get("logger"))
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     trainer.test(model, datamodule=datamodule)
-    metrics = dict(trainer.callback_metrics)
+    metrics = to_floats(trainer.callback_metrics)
     if trainer.is_global_zero:
-        write_metrics(metrics, output_dir / "metrics.json")
-    return {key: float(value) for key, value in metrics.items()}
+        write_json(metrics, output_dir / "metrics.json")
+    return metrics
 
 
 def main() -> None:

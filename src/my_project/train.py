@@ -17,7 +17,7 @@ from .reliability.secrets import mask_secrets, masked_argv, protect_run_secrets
 from .utils.config import config_dir, print_config_tree
 from .utils.errors import report_user_errors
 from .utils.ranks import is_rank_zero
-from .utils.run_files import save_resolved_config, write_json, write_metrics
+from .utils.run_files import save_resolved_config, to_floats, write_json
 from .utils.validation import check_checkpoint_path, check_trainer_config
 
 # `${unique_dir:...}` in configs/hydra: registered on import, also in processes that only
@@ -78,12 +78,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
             logger.log_hyperparams(mask_secrets(OmegaConf.to_container(cfg, resolve=True)))
 
     with stop_cleanly_on_signals(output_dir, announce=is_rank_zero()):
-        metrics = fit_and_test(cfg, trainer, model, datamodule, callbacks, ckpt_path)
+        metrics = to_floats(fit_and_test(cfg, trainer, model, datamodule, callbacks, ckpt_path))
     if trainer.is_global_zero:
-        write_metrics(metrics, output_dir / "metrics.json")
+        write_json(metrics, output_dir / "metrics.json")
         # What the Trainer really ran on; the device report (doctor.py) predicts the same fields.
         write_json(run_record(trainer), output_dir / "run_info.json")
-    return {key: float(value) for key, value in metrics.items()}
+    return metrics
 
 
 def fit_and_test(

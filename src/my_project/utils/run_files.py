@@ -15,10 +15,6 @@ def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
     return {key: float(value) for key, value in sorted(metrics.items())}
 
 
-def write_metrics(metrics: Mapping[str, Any], path: str | Path) -> Path:
-    return write_json(to_floats(metrics), path)
-
-
 def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
