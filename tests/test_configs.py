@@ -64,3 +64,21 @@ def test_trainer_arguments_are_overridable(tmp_path: Path) -> None:
         "bf16-mixed",
         3,
     )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "profiler"),
+    [
+        ([], "NullProfiler"),
+        (["debug=profiler"], "SimpleProfiler"),
+        (["trainer.profiler=advanced"], "AdvancedProfiler"),
+    ],
+)
+def test_trainer_profiles_nothing_by_default_and_profiles_on_request(
+    tmp_path: Path, overrides: list[str], profiler: str
+) -> None:
+    from hydra.utils import instantiate
+
+    cfg = compose_config(["trainer.accelerator=cpu", *overrides], tmp_path)
+    trainer = instantiate(cfg.trainer, logger=False, enable_progress_bar=False)
+    assert type(trainer.profiler).__name__ == profiler

@@ -75,3 +75,63 @@ def test_hyperparameters_are_plain_data_for_weights_only_loading(tmp_path: Path)
     assert loaded["hyper_parameters"]["net"]["_target_"].endswith("CNN")
     clone = ImageClassifier(**loaded["hyper_parameters"])
     clone.load_state_dict(loaded["state_dict"])
+
+
+def _batches(sizes: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    return [
+        (
+            torch.rand(n, 1, 8, 8, generator=generator),
+            torch.randint(0, 10, (n,), generator=generator),
+        )
+        for n in sizes
+    ]
+
+
+def test_train_metrics_updated_in_groups_equal_one_update_per_step(tmp_path: Path) -> None:
+    """Training steps hand their outputs to the metrics every few steps; the states (and so
+    the epoch's accuracy and sample-weighted loss) equal one update per step, exactly, also
+    with a smaller last batch."""
+    model = build_model(tmp_path, "model.net.dropout=0")
+    model.metric_update_every = 3
+    reference = build_model(tmp_path, "model.net.dropout=0")
+    reference.load_state_dict(model.state_dict())
+    model.eval()
+    reference.eval()
+    for i, (x, y) in enumerate(_batches([16, 16, 16, 16, 16, 16, 16, 5])):
+        model.training_step((x, y), i)
+        assert len(model._pending_train) < model.metric_update_every  # memory stays bounded
+        logits = reference(x)
+        reference.train_metrics.update(logits.argmax(dim=1), y)
+        reference.train_loss.update(torch.nn.functional.cross_entropy(logits, y), len(y))
+    model.update_train_metrics()
+    got = {**model.train_metrics.compute(), "loss": model.train_loss.compute()}
+    want = {**reference.train_metrics.compute(), "loss": reference.train_loss.compute()}
+    assert got.keys() == want.keys()
+    for key in want:
+        torch.testing.assert_close(got[key], want[key])
+    assert int(model.train_loss.count) == 16 * 7 + 5
+
+
+def test_state_dict_holds_every_training_step_so_far(tmp_path: Path) -> None:
+    """A checkpoint saved between two grouped updates must not lose the pending steps."""
+    model = build_model(tmp_path)
+    for i, batch in enumerate(_batches([8, 8, 8])):  # fewer than metric_update_every
+        model.training_step(batch, i)
+    assert len(model._pending_train) == 3
+    state = model.state_dict()
+    assert len(model._pending_train) == 0
+    assert int(state["train_loss.count"]) == 24
+    assert int(state["train_metrics.acc.tp"] + state["train_metrics.acc.fn"]) == 24
+
+
+def test_step_signatures_are_precomputed_and_what_lightning_expects(tmp_path: Path) -> None:
+    """Lightning reads `training_step`'s signature every batch; it gets the stored one, which
+    must be the method's real signature (so `batch_idx` is still passed)."""
+    import inspect
+
+    model = build_model(tmp_path)
+    for name in ("training_step", "validation_step", "test_step", "predict_step"):
+        method = getattr(ImageClassifier, name)
+        assert "__signature__" in vars(method)
+        assert inspect.getfullargspec(getattr(model, name)).args == ["self", "batch", "batch_idx"]

@@ -226,6 +226,10 @@ class Bench:
     def _trainer(self, max_steps: int, callbacks: list[Any]) -> Any:
         from hydra.utils import instantiate
 
+        from .utils.instantiate import instantiate_group
+
+        # The template's own callbacks (its progress bar, see `compose`), then the timer.
+        callbacks = [*instantiate_group(self.cfg.get("callbacks")), *callbacks]
         return instantiate(
             self.cfg.trainer,
             max_steps=max_steps,

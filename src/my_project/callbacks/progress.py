@@ -17,7 +17,7 @@ from lightning.pytorch.callbacks import RichProgressBar
 
 
 class ThrottledProgressBar(RichProgressBar):
-    def __init__(self, min_interval: float = 0.1, refresh_rate: int = 10, leave: bool = False):
+    def __init__(self, min_interval: float = 0.25, refresh_rate: int = 10, leave: bool = False):
         super().__init__(refresh_rate=refresh_rate, leave=leave)
         self.min_interval = min_interval
         self._last_draw = 0.0
@@ -37,7 +37,7 @@ class ThrottledProgressBar(RichProgressBar):
 
 
 def progress_bar(
-    enabled: bool = True, min_interval: float = 0.1, refresh_rate: int = 10
+    enabled: bool = True, min_interval: float = 0.25, refresh_rate: int = 10
 ) -> ThrottledProgressBar | None:
     """The bar, or None when ``trainer.enable_progress_bar=false`` (Lightning rejects both)."""
     return ThrottledProgressBar(min_interval, refresh_rate) if enabled else None

@@ -27,7 +27,7 @@ class TensorBatchDataset(TensorDataset):
 
     def __getitems__(self, indices: list[int]) -> tuple[Tensor, ...]:
         index = torch.as_tensor(indices, dtype=torch.long)
-        return tuple(tensor[index] for tensor in self.tensors)
+        return tuple(tensor.index_select(0, index) for tensor in self.tensors)
 
 
 def keep_batch(batch: Any) -> Any:
@@ -107,4 +107,4 @@ class DeviceBatches:
         order = torch.as_tensor(list(self.sampler), dtype=torch.long).to(device, non_blocking=True)
         for start in range(0, len(self) * self.batch_size, self.batch_size):
             index = order[start : start + self.batch_size]
-            yield tuple(tensor[index] for tensor in self.tensors)
+            yield tuple(tensor.index_select(0, index) for tensor in self.tensors)
