@@ -209,6 +209,7 @@ def test_bench_writes_json_png_and_ends_with_the_ratio(
     lines = capsys.readouterr().out.strip().splitlines()
     result = json.loads((tmp_path / f"bench_{workload}_cpu.json").read_text())
     assert lines[-1] == f"ratio {result['ratio']:.3f}" and result["ratio"] > 0
+    assert result["paired_ratio"] > 0
     assert set(result["methods"]) == {"raw", "template", "raw_template_data"}
     assert all(len(m["samples_per_s"]) == repeats for m in result["methods"].values())
     assert result["batch_size"] == (64 if workload == "mlp" else 128)

@@ -31,13 +31,14 @@ RUN = [
 PAUSE_STEP = 27  # epoch 1, batch 7: two steps after the step-25 checkpoint
 
 
-def start_paused_run(run_dir: Path, marker: Path) -> subprocess.Popen[str]:
+def start_paused_run(run_dir: Path, marker: Path, *extra: str) -> subprocess.Popen[str]:
     """Start training; return once it is paused after step PAUSE_STEP (mid-epoch)."""
     process = subprocess.Popen(
         [
             sys.executable,
             str(ROOT / "train.py"),
             *RUN,
+            *extra,
             f"hydra.run.dir={run_dir}",
             "+callbacks.pause._target_=tests.fault_injection.PauseAtStep",
             f"+callbacks.pause.step={PAUSE_STEP}",
@@ -125,6 +126,24 @@ def test_kill_9_mid_epoch_then_resume_matches_an_uninterrupted_run(
     assert "ckpt_path" not in (run_dir / ".hydra" / "overrides.yaml").read_text()
     (resumed_record,) = (run_dir / ".hydra").glob("resume_*/overrides.yaml")
     assert "ckpt_path=last" in resumed_record.read_text()
+
+
+@pytest.mark.slow
+def test_kill_9_mid_epoch_with_data_on_device_resumes_exactly_too(
+    reference_run: Path, tmp_path: Path
+) -> None:
+    """`data.on_device=true` slices batches without a DataLoader; its position in the epoch is
+    saved and restored the same way (and it trains exactly like the DataLoader path)."""
+    run_dir, marker = tmp_path / "run", tmp_path / "paused"
+    code, _ = stop(start_paused_run(run_dir, marker, "data.on_device=true"), signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    saved = checkpoint(run_dir)
+    assert (saved["epoch"], saved["global_step"]) == (1, 25)
+    assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] == 5
+
+    result = run_entry("train", f"resume={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_same_run(run_dir, reference_run)
 
 
 @pytest.mark.slow

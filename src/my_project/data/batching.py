@@ -100,11 +100,15 @@ class DeviceBatches:
         return count // self.batch_size if self.drop_last else math.ceil(count / self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[Tensor, ...]]:
+        return self._iterate(skip=0)
+
+    def _iterate(self, skip: int) -> Iterator[tuple[Tensor, ...]]:
+        """This epoch's batches, from batch number ``skip`` on (a resumed epoch)."""
         # torch.utils.data.dataloader._BaseDataLoaderIter.__init__ draws its base seed so;
         # drawing it here too keeps the random stream (shuffles, dropout) of both paths equal.
         torch.empty((), dtype=torch.int64).random_(generator=self.generator)
         device = self.tensors[0].device
         order = torch.as_tensor(list(self.sampler), dtype=torch.long).to(device, non_blocking=True)
-        for start in range(0, len(self) * self.batch_size, self.batch_size):
+        for start in range(skip * self.batch_size, len(self) * self.batch_size, self.batch_size):
             index = order[start : start + self.batch_size]
             yield tuple(tensor.index_select(0, index) for tensor in self.tensors)

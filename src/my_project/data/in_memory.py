@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, RandomSampler
 from ..strategies.samplers import evaluation_sampler
 from ..utils.errors import UserError
 from .batching import DeviceBatches, TensorBatchDataset, keep_batch
-from .resumable import EpochShuffleSampler, ResumableDataLoader
+from .resumable import EpochShuffleSampler, ResumableDataLoader, ResumableDeviceBatches
 
 Split = tuple[torch.Tensor, torch.Tensor]
 
@@ -128,9 +128,9 @@ class InMemoryDataModule(LightningDataModule):
         rank, world_size = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
         # PL_GLOBAL_SEED is the seed Lightning gives the DistributedSampler it injects.
         seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
-        return DeviceBatches.from_loader(
-            loader, self._resident[split, device], rank, world_size, seed
-        )
+        # The training loader resumes mid-epoch; so must its on-device replacement.
+        kind = ResumableDeviceBatches if isinstance(loader, ResumableDataLoader) else DeviceBatches
+        return kind.from_loader(loader, self._resident[split, device], rank, world_size, seed)
 
     def _move(self, split: str, device: torch.device) -> Split:
         images, labels = self.splits[split]

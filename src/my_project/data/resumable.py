@@ -7,6 +7,8 @@ a resumed run replays the wrong batches. Here the order of epoch ``e`` is a func
 ``(seed, e)`` alone, and a resumed epoch starts at the first batch that was not trained on.
 (torchdata's ``StatefulDataLoader`` does this too, but counts batches its iterator yielded,
 which is not what the training loop consumed; this is the small part we need, tested here.)
+`ResumableDeviceBatches` is the same for ``data.on_device=true``, with the same state, so a
+checkpoint resumes on either path.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from collections.abc import Iterator, Sized
 from typing import Any
 
 import torch
+from torch import Tensor
 from torch.utils.data import DataLoader, RandomSampler
+
+from .batching import DeviceBatches
 
 
 class EpochShuffleSampler(RandomSampler):
@@ -90,6 +95,45 @@ class ResumableDataLoader(DataLoader):
         for index, batch in enumerate(super().__iter__()):
             if index < discard:
                 continue
+            self._batches += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"epoch": self._epoch, "batches": self._batches}
+        if isinstance(self.sampler, EpochShuffleSampler):
+            state["seed"] = self.sampler.seed
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if isinstance(self.sampler, EpochShuffleSampler) and state.get("seed") is not None:
+            self.sampler.seed = int(state["seed"])
+        self._resume = (state.get("epoch"), int(state.get("batches", 0)))
+
+
+class ResumableDeviceBatches(DeviceBatches):
+    """The training `DeviceBatches` of ``data.on_device=true``, resumable mid-epoch.
+
+    Same state as `ResumableDataLoader` (epoch, batches taken, shuffle seed): the order of
+    epoch ``e`` comes from the same sampler, and a resumed epoch starts at the first batch that
+    was not trained on.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._epoch: int | None = None
+        self._batches = 0
+        self._resume: tuple[int | None, int] | None = None
+
+    def __iter__(self) -> Iterator[tuple[Tensor, ...]]:
+        epoch, skip = getattr(self.sampler, "epoch", None), 0
+        if self._resume is not None:
+            resume_epoch, resume_batches = self._resume
+            self._resume = None
+            # A checkpoint taken at the end of an epoch resumes at the start of the next one.
+            if resume_epoch == epoch and resume_batches < len(self):
+                skip = resume_batches
+        self._epoch, self._batches = epoch, skip
+        for batch in self._iterate(skip):
             self._batches += 1
             yield batch
 
