@@ -13,15 +13,18 @@ checkpoint resumes on either path.
 
 from __future__ import annotations
 
+import itertools
 import secrets
-from collections.abc import Iterator, Sized
-from typing import Any
+from collections.abc import Iterable, Iterator, Sized
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, RandomSampler
 
 from .batching import DeviceBatches
+
+Batch = TypeVar("Batch")
 
 
 class EpochShuffleSampler(RandomSampler):
@@ -55,6 +58,47 @@ class EpochShuffleSampler(RandomSampler):
         return len(self.data_source)
 
 
+class EpochPosition:
+    """How far the training loop got in the current epoch: saved in checkpoints, restored on
+    resume. Shared by `ResumableDataLoader` and `ResumableDeviceBatches`, so their states are
+    one format and a checkpoint resumes on either path."""
+
+    def __init__(self) -> None:
+        self.epoch: int | None = None
+        self.batches = 0
+        self._resume: tuple[int | None, int] | None = None
+
+    def start(self, sampler: Any, num_batches: int) -> int:
+        """Begin the sampler's current epoch; return how many of its batches were already
+        trained on (non-zero only for the epoch a checkpoint was taken in)."""
+        epoch, skip = getattr(sampler, "epoch", None), 0
+        if self._resume is not None:
+            resume_epoch, resume_batches = self._resume
+            self._resume = None
+            # A checkpoint taken at the end of an epoch resumes at the start of the next one.
+            if resume_epoch == epoch and resume_batches < num_batches:
+                skip = resume_batches
+        self.epoch, self.batches = epoch, skip
+        return skip
+
+    def count(self, batches: Iterable[Batch]) -> Iterator[Batch]:
+        """``batches``, counting each one the training loop takes."""
+        for batch in batches:
+            self.batches += 1
+            yield batch
+
+    def state_dict(self, sampler: Any) -> dict[str, Any]:
+        state: dict[str, Any] = {"epoch": self.epoch, "batches": self.batches}
+        if isinstance(sampler, EpochShuffleSampler):
+            state["seed"] = sampler.seed
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], sampler: Any) -> None:
+        if isinstance(sampler, EpochShuffleSampler) and state.get("seed") is not None:
+            sampler.seed = int(state["seed"])
+        self._resume = (state.get("epoch"), int(state.get("batches", 0)))
+
+
 class ResumableDataLoader(DataLoader):
     """A ``DataLoader`` whose position in the epoch is saved in checkpoints.
 
@@ -66,24 +110,13 @@ class ResumableDataLoader(DataLoader):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._epoch: int | None = None
-        self._batches = 0
-        self._resume: tuple[int | None, int] | None = None
+        self._position = EpochPosition()
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         return self._iterate()
 
-    def _sampler_epoch(self) -> int | None:
-        return getattr(self.sampler, "epoch", None)
-
     def _iterate(self) -> Iterator[Any]:
-        epoch, skip = self._sampler_epoch(), 0
-        if self._resume is not None:
-            resume_epoch, resume_batches = self._resume
-            self._resume = None
-            # A checkpoint taken at the end of an epoch resumes at the start of the next one.
-            if resume_epoch == epoch and resume_batches < len(self):
-                skip = resume_batches
+        skip = self._position.start(self.sampler, len(self))
         if isinstance(self.sampler, EpochShuffleSampler):
             self.sampler.start = skip * (self.batch_size or 1)
             if self.generator is not None:  # worker seeds: a function of (seed, epoch) too
@@ -91,59 +124,32 @@ class ResumableDataLoader(DataLoader):
             discard = 0
         else:
             discard = skip  # e.g. Lightning's DistributedSampler: skip by loading and dropping
-        self._epoch, self._batches = epoch, skip
-        for index, batch in enumerate(super().__iter__()):
-            if index < discard:
-                continue
-            self._batches += 1
-            yield batch
+        yield from self._position.count(itertools.islice(super().__iter__(), discard, None))
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"epoch": self._epoch, "batches": self._batches}
-        if isinstance(self.sampler, EpochShuffleSampler):
-            state["seed"] = self.sampler.seed
-        return state
+        return self._position.state_dict(self.sampler)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if isinstance(self.sampler, EpochShuffleSampler) and state.get("seed") is not None:
-            self.sampler.seed = int(state["seed"])
-        self._resume = (state.get("epoch"), int(state.get("batches", 0)))
+        self._position.load_state_dict(state, self.sampler)
 
 
 class ResumableDeviceBatches(DeviceBatches):
     """The training `DeviceBatches` of ``data.on_device=true``, resumable mid-epoch.
 
-    Same state as `ResumableDataLoader` (epoch, batches taken, shuffle seed): the order of
-    epoch ``e`` comes from the same sampler, and a resumed epoch starts at the first batch that
-    was not trained on.
+    Same state as `ResumableDataLoader` (`EpochPosition`): the order of epoch ``e`` comes from
+    the same sampler, and a resumed epoch starts at the first batch that was not trained on.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._epoch: int | None = None
-        self._batches = 0
-        self._resume: tuple[int | None, int] | None = None
+        self._position = EpochPosition()
 
     def __iter__(self) -> Iterator[tuple[Tensor, ...]]:
-        epoch, skip = getattr(self.sampler, "epoch", None), 0
-        if self._resume is not None:
-            resume_epoch, resume_batches = self._resume
-            self._resume = None
-            # A checkpoint taken at the end of an epoch resumes at the start of the next one.
-            if resume_epoch == epoch and resume_batches < len(self):
-                skip = resume_batches
-        self._epoch, self._batches = epoch, skip
-        for batch in self._iterate(skip):
-            self._batches += 1
-            yield batch
+        skip = self._position.start(self.sampler, len(self))
+        yield from self._position.count(self._iterate(skip))
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"epoch": self._epoch, "batches": self._batches}
-        if isinstance(self.sampler, EpochShuffleSampler):
-            state["seed"] = self.sampler.seed
-        return state
+        return self._position.state_dict(self.sampler)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if isinstance(self.sampler, EpochShuffleSampler) and state.get("seed") is not None:
-            self.sampler.seed = int(state["seed"])
-        self._resume = (state.get("epoch"), int(state.get("batches", 0)))
+        self._position.load_state_dict(state, self.sampler)
