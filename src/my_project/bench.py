@@ -226,10 +226,6 @@ class Bench:
     def _trainer(self, max_steps: int, callbacks: list[Any]) -> Any:
         from hydra.utils import instantiate
 
-        from .utils.instantiate import instantiate_group
-
-        # The template's own callbacks (its progress bar, see `compose`), then the timer.
-        callbacks = [*instantiate_group(self.cfg.get("callbacks")), *callbacks]
         return instantiate(
             self.cfg.trainer,
             max_steps=max_steps,
@@ -271,8 +267,12 @@ class Bench:
         """One timed run of a way: samples per second by the wall clock and by CPU time."""
         args = self.args
         if method == "template":
+            from .utils.instantiate import instantiate_group
+
             timer = step_timer(args.warmup, args.steps, self.device)
-            trainer = self._trainer(args.warmup + args.steps, [timer])
+            # The template's own callbacks (its progress bar, see `compose`), then the timer.
+            callbacks = [*instantiate_group(self.cfg.get("callbacks")), timer]
+            trainer = self._trainer(args.warmup + args.steps, callbacks)
             trainer.fit(self._model(), datamodule=self.datamodule)
             return timer.watch.rates()
         net, optimizer = self._raw_model_and_optimizer(method)
