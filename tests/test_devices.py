@@ -103,7 +103,8 @@ def test_unknown_strategy_on_the_command_line_exits_2_before_writing(tmp_path: P
 
 @pytest.mark.parametrize("size", [271, 3])
 def test_eval_loaders_split_the_set_across_ranks_without_duplicates(size: int) -> None:
-    data = DigitsDataModule(test_fraction=size / 1797, val_fraction=0.15)
+    # The DataLoader path (`data.on_device=true` shards its own slices: test_performance.py).
+    data = DigitsDataModule(test_fraction=size / 1797, val_fraction=0.15, on_device=False)
     data.setup()
     assert len(data.splits["test"][1]) == size
     seen: list[int] = []
@@ -118,7 +119,7 @@ def test_eval_loaders_split_the_set_across_ranks_without_duplicates(size: int) -
 
 
 def test_eval_loaders_are_untouched_in_one_process() -> None:
-    data = DigitsDataModule()
+    data = DigitsDataModule(on_device=False)
     data.setup()
     data.trainer = SimpleNamespace(world_size=1, global_rank=0)
     assert not isinstance(data.test_dataloader().sampler, DistributedSampler)

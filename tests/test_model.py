@@ -135,3 +135,54 @@ def test_step_signatures_are_precomputed_and_what_lightning_expects(tmp_path: Pa
         method = getattr(ImageClassifier, name)
         assert "__signature__" in vars(method)
         assert inspect.getfullargspec(getattr(model, name)).args == ["self", "batch", "batch_idx"]
+
+
+class GradientsAfterClipping:
+    """Largest gradient norm and value seen by the time each next step zeroes them."""
+
+    def __init__(self) -> None:
+        self.max_norm = self.max_value = 0.0
+
+    def observe(self, model: torch.nn.Module) -> None:
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        if grads:
+            norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])).item()
+            self.max_norm = max(self.max_norm, norm)
+            self.max_value = max(self.max_value, max(g.abs().max().item() for g in grads))
+
+
+@pytest.mark.parametrize(("clip", "algorithm"), [(None, None), (1e-3, "norm"), (1e-4, "value")])
+def test_trainer_gradient_clipping_still_clips(
+    tmp_path: Path, clip: float | None, algorithm: str | None
+) -> None:
+    """The module skips Lightning's per-step clipping bookkeeping when there is nothing to
+    clip; `trainer.gradient_clip_val` and `gradient_clip_algorithm` must still clip."""
+    from lightning.pytorch import Callback, Trainer
+
+    from my_project.data.digits import DigitsDataModule
+
+    seen = GradientsAfterClipping()
+
+    class Watch(Callback):
+        def on_before_zero_grad(self, trainer: Trainer, pl_module: object, optimizer: object):
+            seen.observe(trainer.lightning_module)
+
+    trainer = Trainer(
+        accelerator="cpu",
+        max_steps=6,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        gradient_clip_val=clip,
+        gradient_clip_algorithm=algorithm,
+        callbacks=[Watch()],
+    )
+    trainer.fit(build_model(tmp_path), datamodule=DigitsDataModule())
+    if clip is None:
+        assert seen.max_norm > 1e-2 and seen.max_value > 1e-3  # so the bounds below can fail
+    elif algorithm == "norm":
+        assert seen.max_norm <= clip * (1 + 1e-4)
+    else:
+        assert seen.max_value <= clip * (1 + 1e-6)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils.data import DataLoader, TensorDataset
 
 from my_project.data.batching import DeviceBatches, TensorBatchDataset, keep_batch
+from my_project.data.digits import DigitsDataModule
 from my_project.models.classifier import ImageClassifier
 from my_project.train import train
 from my_project.utils.errors import UserError
@@ -155,6 +157,39 @@ def test_on_device_data_trains_exactly_like_the_dataloader_path(tmp_path: Path) 
     loader, on_device = _fit_metrics(tmp_path, False), _fit_metrics(tmp_path, True)
     assert loader["test/acc"] > 0.8
     assert on_device == loader
+
+
+def _attached(data: Any, device: str, num_workers: int = 0) -> Any:
+    """``data`` as a Trainer on ``device`` would see it (only what the loaders read)."""
+    data.hparams.num_workers = num_workers
+    data.trainer = SimpleNamespace(
+        strategy=SimpleNamespace(root_device=torch.device(device)),
+        world_size=1,
+        global_rank=0,
+        overfit_batches=0,
+    )
+    return data
+
+
+def test_on_device_auto_slices_in_place_on_cpu_and_streams_to_accelerators() -> None:
+    """`auto` (the default): on CPU the splits already are where the model is, so batches are
+    sliced from them; with workers, or on an accelerator, batches come from a DataLoader."""
+    data = DigitsDataModule()
+    assert data.hparams.on_device == "auto"
+    data.setup()
+    assert isinstance(_attached(data, "cpu").train_dataloader(), DeviceBatches)
+    assert isinstance(_attached(data, "cpu").test_dataloader(), DeviceBatches)
+    assert isinstance(_attached(data, "cpu", num_workers=2).train_dataloader(), DataLoader)
+    on_gpu = _attached(data, "cuda").train_dataloader()  # built, not iterated: no GPU needed
+    assert isinstance(on_gpu, DataLoader) and on_gpu.pin_memory
+    forced = _attached(DigitsDataModule(on_device=True), "cpu", num_workers=2)
+    forced.setup()
+    assert isinstance(forced.train_dataloader(), DeviceBatches)
+
+
+def test_on_device_rejects_anything_but_true_false_or_auto() -> None:
+    with pytest.raises(UserError, match=r"data.on_device='yes'.*expected true .* false .* auto"):
+        DigitsDataModule(on_device="yes")
 
 
 def test_template_batches_equal_a_plain_dataloaders() -> None:

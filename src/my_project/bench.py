@@ -70,8 +70,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument(
         "--on-device",
-        action="store_true",
-        help="data.on_device=true for the template (and its data path in way 3)",
+        choices=["auto", "true", "false"],
+        nargs="?",
+        const="true",
+        default="auto",
+        help="data.on_device for the template and its data path in way 3 (default: the "
+        "config's auto, which slices batches in place on CPU; --on-device alone: true)",
     )
     parser.add_argument("--steps", type=int, help="timed steps per run (default: per workload)")
     parser.add_argument("--warmup", type=int, help="untimed steps before each run")
@@ -108,7 +112,7 @@ def compose(args: argparse.Namespace) -> Any:
 
     overrides = [
         *WORKLOADS[args.workload]["overrides"],
-        f"data.on_device={str(args.on_device).lower()}",
+        f"data.on_device={args.on_device}",
         f"trainer.accelerator={'gpu' if args.device == 'cuda' else 'cpu'}",
         "trainer.devices=1",
         "model.scheduler=null",  # the raw loop has none; same optimizer, same learning rate
@@ -187,25 +191,34 @@ def hand_written_loop(
                 return watch.rates()
 
 
-def step_timer(warmup: int, steps: int, device: Any) -> Any:
-    """A callback timing the template's steps exactly as `hand_written_loop` times its own."""
-    from lightning.pytorch import Callback
+class StepTimer:
+    """Times the template's steps exactly as `hand_written_loop` times its own.
 
-    class StepTimer(Callback):
-        def __init__(self) -> None:
-            self.watch = Stopwatch(device)
+    It becomes the LightningModule's own ``on_train_batch_start``/``_end`` hooks, which
+    Lightning calls on every step anyway. As a Callback it would add a call of each of the
+    dozen per-step callback hooks: a cost of the measurement, not of the template.
+    """
 
-        def on_train_batch_start(self, trainer: Any, *_: Any) -> None:
-            if trainer.global_step == warmup:
-                self.watch.start()
+    def __init__(self, warmup: int, steps: int, device: Any) -> None:
+        self.warmup, self.steps = warmup, steps
+        self.watch = Stopwatch(device)
+        self.step = 0  # its own count: `trainer.global_step` is a chain of properties
 
-        def on_train_batch_end(self, trainer: Any, _m: Any, _o: Any, batch: Any, _i: int) -> None:
-            if trainer.global_step > warmup:
-                self.watch.samples += len(batch[1])
-            if trainer.global_step == warmup + steps:
-                self.watch.stop()
+    def attach(self, module: Any) -> Any:
+        module.on_train_batch_start = self.on_train_batch_start
+        module.on_train_batch_end = self.on_train_batch_end
+        return module
 
-    return StepTimer()
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        if self.step == self.warmup:
+            self.watch.start()
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.step += 1
+        if self.step > self.warmup:
+            self.watch.samples += len(batch[1])
+        if self.step == self.warmup + self.steps:
+            self.watch.stop()
 
 
 class Bench:
@@ -222,6 +235,10 @@ class Bench:
         self.datamodule.setup("fit")
         self.images, self.labels = self.datamodule.splits["train"]
         self.batch_size = int(self.cfg.data.batch_size)
+        # `data.on_device` resolved for this device (auto: sliced in place on CPU).
+        self.datamodule.trainer = self._trainer(1, [])
+        self.on_device = self.datamodule.slices_on_device()
+        self.datamodule.trainer = None
 
     def _trainer(self, max_steps: int, callbacks: list[Any]) -> Any:
         from hydra.utils import instantiate
@@ -269,11 +286,12 @@ class Bench:
         if method == "template":
             from .utils.instantiate import instantiate_group
 
-            timer = step_timer(args.warmup, args.steps, self.device)
-            # The template's own callbacks (its progress bar, see `compose`), then the timer.
-            callbacks = [*instantiate_group(self.cfg.get("callbacks")), timer]
-            trainer = self._trainer(args.warmup + args.steps, callbacks)
-            trainer.fit(self._model(), datamodule=self.datamodule)
+            timer = StepTimer(args.warmup, args.steps, self.device)
+            # The template's own callbacks (its progress bar, see `compose`).
+            trainer = self._trainer(
+                args.warmup + args.steps, instantiate_group(self.cfg.get("callbacks"))
+            )
+            trainer.fit(timer.attach(self._model()), datamodule=self.datamodule)
             return timer.watch.rates()
         net, optimizer = self._raw_model_and_optimizer(method)
         if method == "raw":
@@ -443,6 +461,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     startup = measure_startup(args.device, args.repeats) if args.startup else None
 
     bench = Bench(args)
+    path = "sliced on the device" if bench.on_device else "a DataLoader"
+    print(f"template data path: {path} (data.on_device={args.on_device})")
     runs: dict[str, list[dict[str, float]]] = {method: [] for method in METHODS}
     order = list(METHODS)
     for repeat in range(args.repeats):
@@ -459,6 +479,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "device": args.device,
         "device_name": device_name(args.device),
         "on_device": args.on_device,
+        "data_path": "sliced on the device" if bench.on_device else "DataLoader",
         "batch_size": bench.batch_size,
         "train_samples": len(bench.labels),
         "steps": args.steps,
@@ -476,7 +497,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for key, values in startup.items()
         }
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"bench_{args.workload}_{args.device}{'_on_device' if args.on_device else ''}"
+    suffix = {"auto": "", "true": "_on_device", "false": "_dataloader"}[args.on_device]
+    stem = f"bench_{args.workload}_{args.device}{suffix}"
     json_path, png_path = args.out / f"{stem}.json", args.out / f"{stem}.png"
     json_path.write_text(json.dumps(result, indent=2) + "\n")
     plot(result, png_path)

@@ -97,7 +97,9 @@ def split_loader(cfg: DictConfig, split: str, image_shape: Sequence[int] | None)
 
     if split not in SPLITS:
         raise UserError(f"split={split} is not a split; use one of {', '.join(SPLITS)}.")
-    datamodule = instantiate(cfg.data)
+    # The split's loader is only a source of its data set, re-read below in a fixed order:
+    # ask for a DataLoader (`on_device` would hand out slices, which have no data set).
+    datamodule = instantiate(cfg.data, **({"on_device": False} if "on_device" in cfg.data else {}))
     data_shape = tuple(getattr(datamodule, "image_shape", ()))
     if image_shape is not None and data_shape and data_shape != tuple(image_shape):
         raise UserError(

@@ -108,7 +108,14 @@ class DeviceBatches:
         # drawing it here too keeps the random stream (shuffles, dropout) of both paths equal.
         torch.empty((), dtype=torch.int64).random_(generator=self.generator)
         device = self.tensors[0].device
-        order = torch.as_tensor(list(self.sampler), dtype=torch.long).to(device, non_blocking=True)
+        # A sampler that has its order as a tensor (`EpochShuffleSampler.permutation`) saves
+        # a round trip through a list of Python ints at every epoch start.
+        permutation = getattr(self.sampler, "permutation", None)
+        order = (
+            permutation()
+            if callable(permutation)
+            else torch.as_tensor(list(self.sampler), dtype=torch.long)
+        ).to(device, non_blocking=True)
         for start in range(skip * self.batch_size, len(self) * self.batch_size, self.batch_size):
             index = order[start : start + self.batch_size]
             yield tuple(tensor.index_select(0, index) for tensor in self.tensors)

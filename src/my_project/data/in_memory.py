@@ -28,9 +28,12 @@ class InMemoryDataModule(LightningDataModule):
     order of each epoch is one of ``shuffle_seed`` and the epoch, and survives a resume.
 
     Loaders hand out whole batches by indexing the split tensors (no per-sample collate):
-    through a standard ``DataLoader`` by default, or, with ``on_device=True``, sliced from
-    copies of the splits that live on the accelerator (see `batching`). ``pin_memory=None``
-    pins host batches when training on CUDA, so Lightning's ``non_blocking`` copies overlap.
+    through a standard ``DataLoader`` (``on_device=False``), or sliced from copies of the
+    splits that live on the accelerator (``on_device=True``, see `batching`). The default,
+    ``"auto"``, slices in place when training on CPU without workers, where the splits
+    already are: that skips the DataLoader's per-batch machinery and copies nothing. On an
+    accelerator, giving it the whole data set is the user's call. ``pin_memory=None`` pins
+    host batches when training on CUDA, so Lightning's ``non_blocking`` copies overlap.
     """
 
     num_classes: int = 10
@@ -46,9 +49,15 @@ class InMemoryDataModule(LightningDataModule):
         pin_memory: bool | None = None,
         persistent_workers: bool = False,
         shuffle_seed: int | None = None,
-        on_device: bool = False,
+        on_device: bool | str = "auto",
     ) -> None:
         super().__init__()
+        if on_device not in (True, False, "auto"):
+            raise UserError(
+                f"data.on_device={on_device!r}: expected true (copy the data to the "
+                "accelerator once and slice batches there), false (a DataLoader over host "
+                "memory) or auto (true when training on CPU without workers, else false)."
+            )
         self.save_hyperparameters(logger=False)
         self.splits: dict[str, Split] = {}
         self._resident: dict[tuple[str, torch.device], Split] = {}
@@ -82,12 +91,19 @@ class InMemoryDataModule(LightningDataModule):
         strategy = getattr(self.trainer, "strategy", None)
         return strategy.root_device if strategy is not None else torch.device("cpu")
 
+    def slices_on_device(self) -> bool:
+        """``on_device`` resolved: whether batches are sliced from device-resident splits."""
+        if self.hparams.on_device == "auto":
+            return self._device().type == "cpu" and self.hparams.num_workers == 0
+        return bool(self.hparams.on_device)
+
     def _loader(self, split: str, shuffle: bool) -> DataLoader | DeviceBatches:
         dataset = TensorBatchDataset(*self.splits[split])
         workers = self.hparams.num_workers
+        on_device = self.slices_on_device()
         pin_memory = self.hparams.pin_memory
         if pin_memory is None:
-            pin_memory = self._device().type == "cuda" and not self.hparams.on_device
+            pin_memory = self._device().type == "cuda" and not on_device
         options: dict = dict(
             batch_size=self.hparams.batch_size,
             collate_fn=keep_batch,
@@ -108,7 +124,7 @@ class InMemoryDataModule(LightningDataModule):
             loader = DataLoader(
                 dataset, sampler=evaluation_sampler(dataset, self.trainer), **options
             )
-        if self.hparams.on_device:
+        if on_device:
             return self._device_batches(split, loader)
         return loader
 

@@ -115,7 +115,7 @@ class MNISTDataModule(InMemoryDataModule):
         pin_memory: bool | None = None,
         persistent_workers: bool = False,
         shuffle_seed: int | None = None,
-        on_device: bool = False,
+        on_device: bool | str = "auto",
         mirrors: Sequence[str] = MNIST_MIRRORS,
         download: bool = True,
     ) -> None:

@@ -48,11 +48,15 @@ class EpochShuffleSampler(RandomSampler):
     def epoch_seed(self) -> int:
         return (self.seed * 1_000_003 + self.epoch) % (2**63)
 
-    def __iter__(self) -> Iterator[int]:
+    def permutation(self) -> Tensor:
+        """This epoch's order from ``start`` on, as a tensor (what ``__iter__`` yields)."""
         generator = torch.Generator().manual_seed(self.epoch_seed())
         order = torch.randperm(len(self.data_source), generator=generator)
         start, self.start = self.start, 0
-        yield from order[start:].tolist()
+        return order[start:]
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self.permutation().tolist()
 
     def __len__(self) -> int:
         return len(self.data_source)

@@ -31,7 +31,7 @@ class SyntheticDataModule(InMemoryDataModule):
         pin_memory: bool | None = None,
         persistent_workers: bool = False,
         shuffle_seed: int | None = None,
-        on_device: bool = False,
+        on_device: bool | str = "auto",
     ) -> None:
         super().__init__(
             batch_size=batch_size,
