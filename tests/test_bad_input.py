@@ -104,6 +104,17 @@ def test_corrupted_idx_file_is_a_clean_error(mnist_dir: Path, tmp_path: Path, ca
     assert code == 2 and "train-images-idx3-ubyte.gz: cannot be read as gzip IDX" in err
 
 
+def test_error_raised_inside_a_constructor_hydra_builds_is_shown_plainly(
+    tmp_path: Path, capsys
+) -> None:
+    """Hydra's `instantiate` wraps what a data module's constructor raises; the user still
+    gets the one-paragraph message, not "Error in call to target ..." and a repr."""
+    code, err = train_in_process([*FAST, "data.on_device=yes"], tmp_path, capsys)
+    assert code == 2
+    assert "data.on_device='yes': expected true" in err and "auto" in err
+    assert "Error in call to target" not in err and "UserError(" not in err
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
 def test_gpu_accelerator_on_a_machine_without_one(tmp_path: Path, capsys) -> None:
     # (The devices/strategies checks word this one too; either message names both points.)

@@ -110,8 +110,10 @@ def test_two_seeded_deterministic_runs_are_bit_identical(
 def test_kill_9_mid_epoch_then_resume_matches_an_uninterrupted_run(
     reference_run: Path, tmp_path: Path
 ) -> None:
+    """Through the DataLoader (`data.on_device=false`); the reference run slices its batches
+    in place (`auto` on CPU): both paths draw the same numbers, so they must agree."""
     run_dir, marker = tmp_path / "run", tmp_path / "paused"
-    code, _ = stop(start_paused_run(run_dir, marker), signal.SIGKILL)
+    code, _ = stop(start_paused_run(run_dir, marker, "data.on_device=false"), signal.SIGKILL)
     assert code == -signal.SIGKILL
     # The newest complete checkpoint is the step-25 one, in the middle of epoch 1.
     saved = checkpoint(run_dir)

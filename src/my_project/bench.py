@@ -12,7 +12,9 @@ in-memory data with the same batch size, optimizer and number of steps, three wa
    class and hyperparameters at torch's default implementation (as a tutorial writes it);
 2. ``template``: this project's LightningModule and DataModule through ``lightning.Trainer``,
    metrics on, configured by the project's own configs (validation, checkpoints and loggers
-   off: they are not part of a training step; the template's progress bar on);
+   off: they are not part of a training step; the template's progress bar on; its data path
+   as ``data.on_device`` picks it: ``auto`` slices batches in place on CPU, a DataLoader on
+   CUDA unless ``--on-device``);
 3. ``raw_template_data``: the tutorial loop fed by the template's data path and using the
    optimizer exactly as the template configures it (``fused``): the limit for what the
    template configures, so ``template / raw_template_data`` is Lightning's own overhead.
@@ -47,7 +49,9 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     },
     "cnn": {
         "overrides": ["data=synthetic", "model/net=cnn", "data.batch_size=128"],
-        "steps": 60,
+        # ~20 ms steps on a 2-core CPU: 150 of them make a run long enough to average out
+        # a noisy machine's second-to-second swings.
+        "steps": 150,
         "warmup": 10,
     },
 }

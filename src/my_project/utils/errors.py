@@ -27,10 +27,24 @@ def report_user_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except UserError as error:
-            if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        except Exception as error:
+            user_error = user_error_behind(error)
+            if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise
-            print(f"\nError: {error}\n", file=sys.stderr)
-            sys.exit(error.exit_code)
+            print(f"\nError: {user_error}\n", file=sys.stderr)
+            sys.exit(user_error.exit_code)
 
     return wrapper  # type: ignore[return-value]
+
+
+def user_error_behind(error: BaseException) -> UserError | None:
+    """``error`` if it is a `UserError`, or the one it was raised from: Hydra's
+    ``instantiate`` wraps what a constructor raises in an ``InstantiationException``."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, UserError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__
+    return None
