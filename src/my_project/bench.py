@@ -239,8 +239,11 @@ class Bench:
         self.datamodule.setup("fit")
         self.images, self.labels = self.datamodule.splits["train"]
         self.batch_size = int(self.cfg.data.batch_size)
-        # `data.on_device` resolved for this device (auto: sliced in place on CPU).
-        self.datamodule.trainer = self._trainer(1, [])
+        # A Trainer that never fits: the data module only asks an attached one which device
+        # it trains on, to resolve `data.on_device` (auto: sliced in place on CPU) here and to
+        # build way 3's loader in `run`.
+        self.probe = self._trainer(1, [])
+        self.datamodule.trainer = self.probe
         self.on_device = self.datamodule.slices_on_device()
         self.datamodule.trainer = None
 
@@ -306,8 +309,7 @@ class Bench:
             )
             batches: Callable[[], Iterable[Any]] = lambda: loader  # noqa: E731
         else:
-            # The data module only asks an attached Trainer which device it trains on.
-            self.datamodule.trainer = self._trainer(1, [])
+            self.datamodule.trainer = self.probe
             batches = self.datamodule.train_dataloader
         try:
             return hand_written_loop(net, optimizer, batches, self.device, args.warmup, args.steps)
