@@ -107,13 +107,15 @@ def test_two_seeded_deterministic_runs_are_bit_identical(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("data_path", ["data.on_device=false", "data.on_device=true"])
 def test_kill_9_mid_epoch_then_resume_matches_an_uninterrupted_run(
-    reference_run: Path, tmp_path: Path
+    reference_run: Path, tmp_path: Path, data_path: str
 ) -> None:
-    """Through the DataLoader (`data.on_device=false`); the reference run slices its batches
-    in place (`auto` on CPU): both paths draw the same numbers, so they must agree."""
+    """On both data paths: through the DataLoader, and sliced without one (its position in the
+    epoch is saved and restored the same way). The reference run slices its batches in place
+    (`auto` on CPU); both paths draw the same numbers, so they must agree."""
     run_dir, marker = tmp_path / "run", tmp_path / "paused"
-    code, _ = stop(start_paused_run(run_dir, marker, "data.on_device=false"), signal.SIGKILL)
+    code, _ = stop(start_paused_run(run_dir, marker, data_path), signal.SIGKILL)
     assert code == -signal.SIGKILL
     # The newest complete checkpoint is the step-25 one, in the middle of epoch 1.
     saved = checkpoint(run_dir)
@@ -128,24 +130,6 @@ def test_kill_9_mid_epoch_then_resume_matches_an_uninterrupted_run(
     assert "ckpt_path" not in (run_dir / ".hydra" / "overrides.yaml").read_text()
     (resumed_record,) = (run_dir / ".hydra").glob("resume_*/overrides.yaml")
     assert "ckpt_path=last" in resumed_record.read_text()
-
-
-@pytest.mark.slow
-def test_kill_9_mid_epoch_with_data_on_device_resumes_exactly_too(
-    reference_run: Path, tmp_path: Path
-) -> None:
-    """`data.on_device=true` slices batches without a DataLoader; its position in the epoch is
-    saved and restored the same way (and it trains exactly like the DataLoader path)."""
-    run_dir, marker = tmp_path / "run", tmp_path / "paused"
-    code, _ = stop(start_paused_run(run_dir, marker, "data.on_device=true"), signal.SIGKILL)
-    assert code == -signal.SIGKILL
-    saved = checkpoint(run_dir)
-    assert (saved["epoch"], saved["global_step"]) == (1, 25)
-    assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] == 5
-
-    result = run_entry("train", f"resume={run_dir}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert_same_run(run_dir, reference_run)
 
 
 @pytest.mark.slow
