@@ -277,3 +277,29 @@ def test_unknown_matmul_precision_is_a_user_error() -> None:
     with pytest.raises(UserError, match="float32_matmul_precision='fast'"):
         set_float32_matmul_precision("fast")
     assert set_float32_matmul_precision("highest") is False
+
+
+def test_throttled_bar_ends_showing_the_last_epoch_exactly(tmp_path: Path) -> None:
+    """With updates due only once (an hour apart), every later batch and epoch start is
+    skipped or updated in place; the end of training must still leave the bar at the last
+    epoch, all its batches done, with the metrics of the end."""
+    from my_project.callbacks.progress import ThrottledProgressBar
+
+    cfg = compose_config(["logger=none"], tmp_path)
+    bar = ThrottledProgressBar(min_interval=3600)
+    trainer = Trainer(
+        max_epochs=3,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        callbacks=[bar],
+    )
+    model = instantiate(cfg.model, num_classes=10, image_shape=[1, 8, 8], _convert_="all")
+    trainer.fit(model, datamodule=instantiate(cfg.data))
+    task = bar.train_progress_bar
+    assert task.total == 20 and task.completed == 20
+    assert "Epoch 2/2" in task.description
+    assert bar._metric_component is not None
+    shown = bar._metric_component._metrics
+    assert shown["val/acc"] == pytest.approx(float(trainer.callback_metrics["val/acc"]))
