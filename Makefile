@@ -23,17 +23,18 @@ test:  ## the whole test suite (what CI runs)
 test-fast:  ## the tests that take seconds (skips the training runs marked slow)
 	$(PYTHON) -m pytest -m "not slow" $(ARGS)
 
-lint:  ## ruff lint, ruff format check, mypy (what CI runs)
+lint:  ## ruff lint, ruff format check, mypy, import layers (what CI runs)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy
+	lint-imports --no-cache
 
 format:  ## let ruff fix what it can and format the code
 	$(PYTHON) -m ruff check --fix .
 	$(PYTHON) -m ruff format .
 
 bench:  ## the speed benchmarks (they print ratios, they do not fail)
-	$(PYTHON) -m my_project.bench $(ARGS)
+	$(PYTHON) -m my_project.machinery.bench $(ARGS)
 
 clean:  ## caches and build outputs (runs under logs/ are kept)
 	rm -rf build dist .mypy_cache .ruff_cache .pytest_cache

@@ -1,6 +1,7 @@
-"""Evaluate a checkpoint: `python eval.py ckpt_path=PATH`. The code is in src/my_project/eval.py."""
+"""Evaluate a checkpoint: `python eval.py ckpt_path=PATH`. The flow is in
+src/my_project/machinery/run/evaluate.py."""
 
-from my_project.eval import main
+from my_project.machinery.run.evaluate import main
 
 if __name__ == "__main__":
     main()

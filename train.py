@@ -1,6 +1,6 @@
-"""Train: `python train.py [Hydra overrides]`. The code is in src/my_project/train.py."""
+"""Train: `python train.py [Hydra overrides]`. The flow is in src/my_project/machinery/run/train.py."""
 
-from my_project.train import main
+from my_project.machinery.run.train import main
 
 if __name__ == "__main__":
     main()

@@ -13,7 +13,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, open_dict
 
-from my_project.utils.config import config_dir
+from my_project.machinery.config import config_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = config_dir()

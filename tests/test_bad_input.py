@@ -14,9 +14,9 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from my_project.reliability.checks import check_config_types
-from my_project.train import train
-from my_project.utils.errors import UserError, report_user_errors
+from my_project.machinery.errors import UserError, report_user_errors
+from my_project.machinery.preflight.values import check_config_types
+from my_project.machinery.run.train import train
 
 from .helpers import FAST, compose_config, run_entry
 from .test_data_mnist import write_fake_mnist

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from my_project.reliability.atomic_io import AtomicCheckpointIO, atomic_torch_save
+from my_project.machinery.reliability.atomic_io import AtomicCheckpointIO, atomic_torch_save
 
 from .helpers import FAST, clean_env, run_entry
 
 # Writes step 1, then starts writing step 2 and is SIGKILLed with half of its bytes on disk.
 KILLED_MID_WRITE = """
 import io, os, signal, sys, torch
-from my_project.reliability.atomic_io import atomic_torch_save
+from my_project.machinery.reliability.atomic_io import atomic_torch_save
 target = sys.argv[1]
 atomic_torch_save({"step": 1, "weights": torch.ones(1000)}, target)
 real_save = torch.save

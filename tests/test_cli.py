@@ -15,7 +15,7 @@ from .helpers import FAST, ROOT, clean_env, run_entry
 def test_help_does_not_import_torch_or_lightning() -> None:
     code = (
         "import sys; sys.argv = ['train.py', '--help']\n"
-        "from my_project.train import main\n"
+        "from my_project.machinery.run.train import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "heavy = sorted(m for m in ('torch', 'lightning', 'wandb', 'sklearn', 'matplotlib') if m in sys.modules)\n"
         "print('HEAVY', heavy)\n"
@@ -88,7 +88,7 @@ def test_wheel_carries_the_configs_and_runs_outside_the_checkout(tmp_path: Path)
         [
             sys.executable,
             "-m",
-            f"{package}.train",
+            f"{package}.machinery.run.train",
             "debug=fdr",
             f"hydra.run.dir={elsewhere / 'run'}",
         ],

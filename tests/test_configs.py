@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from my_project.reliability.checks import check_config_types
+from my_project.machinery.preflight.values import check_config_types
 
 from .helpers import CONFIG_DIR, compose_config
 

@@ -17,15 +17,15 @@ from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics import MeanMetric, SumMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from my_project.callbacks import DeviceGuard, DevicePlacementWarning
-from my_project.callbacks import device_guard as guard_callback
-from my_project.models.classifier import ImageClassifier
-from my_project.utils.device_guard import (
+from my_project.machinery.callbacks import device_guard as guard_callback
+from my_project.machinery.callbacks.device_guard import DeviceGuard, DevicePlacementWarning
+from my_project.machinery.devices.guard import (
     DevicePlacementError,
     check_device_placement,
     find_device_problems,
 )
-from my_project.utils.errors import UserError
+from my_project.machinery.errors import UserError
+from my_project.models.classifier import ImageClassifier
 
 from .helpers import FAST, compose_config, run_entry
 
@@ -341,7 +341,7 @@ def test_template_trains_with_the_guard_on(
 
 def test_default_callbacks_include_the_strict_guard(tmp_path: Path) -> None:
     guard = compose_config([], tmp_path).callbacks.device_guard
-    assert guard._target_ == "my_project.callbacks.DeviceGuard"
+    assert guard._target_ == "my_project.machinery.callbacks.device_guard.DeviceGuard"
     assert guard.strict is True
     assert compose_config([], tmp_path, config_name="eval").callbacks.device_guard.strict
     assert "device_guard" not in compose_config(["~callbacks.device_guard"], tmp_path).callbacks

@@ -15,16 +15,16 @@ from omegaconf import OmegaConf, open_dict
 from torch.utils.data import DistributedSampler
 
 from my_project.data.digits import DigitsDataModule
-from my_project.strategies import check_strategy_and_devices, strategy_names
-from my_project.strategies.ddp import hydra_job_command
-from my_project.utils.errors import UserError
-from my_project.utils.ranks import is_rank_zero
+from my_project.machinery.distributed import is_rank_zero
+from my_project.machinery.errors import UserError
+from my_project.machinery.preflight.devices import check_devices, strategy_names
+from my_project.machinery.strategies.ddp import hydra_job_command
 
 from .helpers import CONFIG_DIR, compose_config, run_entry
 
 
 def check(**trainer: object) -> None:
-    check_strategy_and_devices(OmegaConf.create(trainer))
+    check_devices(OmegaConf.create(trainer))
 
 
 @pytest.mark.parametrize(
@@ -42,7 +42,7 @@ def test_trainer_presets(preset: str, expected: tuple, tmp_path: Path) -> None:
 
 
 def test_ddp_cpu_preset_and_two_devices_pass_the_checks_on_any_machine(tmp_path: Path) -> None:
-    check_strategy_and_devices(compose_config(["trainer=ddp_cpu"], tmp_path).trainer)
+    check_devices(compose_config(["trainer=ddp_cpu"], tmp_path).trainer)
     check(accelerator="cpu", devices=2, strategy="ddp_spawn")
     check(accelerator="cpu", devices=2, strategy="dp")
 

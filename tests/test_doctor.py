@@ -1,4 +1,4 @@
-"""The device report (`python -m my_project.doctor`): what it says train.py will use is what
+"""The device report (`python -m my_project.machinery.doctor`): what it says train.py will use is what
 a following `python train.py` with the same overrides records in its `run_info.json`."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from my_project.doctor import explain
-from my_project.strategies import DeviceChoice, plan_devices
-from my_project.utils.errors import UserError
+from my_project.machinery.devices.choice import DeviceChoice
+from my_project.machinery.doctor import explain, plan_devices
+from my_project.machinery.errors import UserError
 
 from .helpers import ROOT, clean_env, compose_config, run_entry
 
-DOCTOR = [sys.executable, "-m", "my_project.doctor"]
+DOCTOR = [sys.executable, "-m", "my_project.machinery.doctor"]
 # Tiny runs; on a machine with GPUs, `trainer.devices=2` stays a 2-process CPU run.
 TINY = ["trainer.max_epochs=1", "logger=csv"]
 ON_CPU = ["trainer.accelerator=cpu"] if torch.cuda.is_available() else []
@@ -123,7 +123,7 @@ def test_bad_overrides_exit_2_with_train_py_s_message_before_any_heavy_import(
 
 def test_importing_the_doctor_loads_neither_torch_nor_lightning() -> None:
     code = (
-        "import sys, my_project.doctor\n"
+        "import sys, my_project.machinery.doctor\n"
         "print(sorted(m for m in ('torch', 'lightning', 'hydra', 'rich') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -13,10 +13,9 @@ from lightning.pytorch.strategies import StrategyRegistry
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch import nn
 
+from my_project.machinery.run.train import train
+from my_project.machinery.strategies.dp import DataParallelStrategy, _AutocastReplica
 from my_project.models.classifier import ImageClassifier
-from my_project.strategies import DataParallelStrategy
-from my_project.strategies.dp import _AutocastReplica
-from my_project.train import train
 
 from .helpers import compose_config, read_metrics, run_entry
 

@@ -16,13 +16,13 @@ from lightning.pytorch import Callback, Trainer
 from torch.overrides import TorchFunctionMode
 from torch.utils.data import DataLoader, TensorDataset
 
-from my_project.data.batching import DeviceBatches, TensorBatchDataset, keep_batch
 from my_project.data.digits import DigitsDataModule
+from my_project.machinery.data.batching import DeviceBatches, TensorBatchDataset, keep_batch
+from my_project.machinery.devices.precision import set_float32_matmul_precision
+from my_project.machinery.errors import UserError
+from my_project.machinery.run.build import instantiate_group
+from my_project.machinery.run.train import train
 from my_project.models.classifier import ImageClassifier
-from my_project.train import train
-from my_project.utils.errors import UserError
-from my_project.utils.instantiate import instantiate_group
-from my_project.utils.precision import set_float32_matmul_precision
 
 from .helpers import compose_config, read_metrics
 
@@ -233,7 +233,7 @@ def test_device_batches_shard_by_rank_under_ddp() -> None:
 def test_bench_writes_json_png_and_ends_with_the_ratio(
     workload: str, repeats: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from my_project.bench import main
+    from my_project.machinery.bench import main
 
     main(
         [
@@ -283,7 +283,7 @@ def test_throttled_bar_ends_showing_the_last_epoch_exactly(tmp_path: Path) -> No
     """With updates due only once (an hour apart), every later batch and epoch start is
     skipped or updated in place; the end of training must still leave the bar at the last
     epoch, all its batches done, with the metrics of the end."""
-    from my_project.callbacks.progress import ThrottledProgressBar
+    from my_project.machinery.callbacks.progress import ThrottledProgressBar
 
     cfg = compose_config(["logger=none"], tmp_path)
     bar = ThrottledProgressBar(min_interval=3600)

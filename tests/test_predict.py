@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from my_project.data.digits import DigitsDataModule
-from my_project.predict import load_inputs
-from my_project.utils.errors import UserError
+from my_project.machinery.errors import UserError
+from my_project.machinery.run.predict import load_inputs
 
 from .helpers import FAST, ROOT, read_metrics, run_entry
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from my_project.data.resumable import EpochShuffleSampler, ResumableDataLoader
-from my_project.reliability.resume import (
+from my_project.machinery.data.resumable import EpochShuffleSampler, ResumableDataLoader
+from my_project.machinery.errors import UserError
+from my_project.machinery.reliability.resume import (
     expand_resume_argument,
     resolve_checkpoint_path,
 )
-from my_project.reliability.run_dir import unique_dir
-from my_project.utils.errors import UserError
+from my_project.machinery.reliability.run_dir import unique_dir
 
 from .helpers import ROOT, clean_env, read_metrics
 
@@ -30,7 +30,7 @@ def test_unique_dir_adds_a_suffix_when_the_name_is_taken(tmp_path: Path) -> None
 
 def test_processes_asking_for_the_same_name_at_once_get_different_dirs(tmp_path: Path) -> None:
     prefix = str(tmp_path / "2030-01-01_00-00-00")
-    code = "import sys; from my_project.reliability.run_dir import unique_dir; print(unique_dir(sys.argv[1]))"
+    code = "import sys; from my_project.machinery.reliability.run_dir import unique_dir; print(unique_dir(sys.argv[1]))"
     processes = [
         subprocess.Popen([sys.executable, "-c", code, prefix], stdout=subprocess.PIPE, text=True)
         for _ in range(6)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from my_project.reliability.secrets import (
+from my_project.machinery.reliability.secrets import (
     looks_secret,
     mask_secrets,
     secret_override_values,

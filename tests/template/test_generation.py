@@ -111,7 +111,7 @@ def check_project(files: dict[str, object], answers: dict[str, object]) -> None:
     license_name = str(answers["license"])
     assert project["license"] == {"text": PYPROJECT_LICENSE.get(license_name, license_name)}
     assert project["requires-python"] == f">={answers['python_version']}"
-    assert f"{answers['package_name']}.train:main" in project["scripts"].values()
+    assert f"{answers['package_name']}.machinery.run.train:main" in project["scripts"].values()
     head = LICENSE_HEADS[license_name].format(year=answers["__year"], holder=answers["author_name"])
     assert texts["LICENSE"].startswith(head)
     if answers["ci_workflow"]:
@@ -304,7 +304,7 @@ def test_template_is_found_from_a_relative_path(tmp_path: Path, cc_config: Path)
         ROOT.name, tmp_path / "out", cc_config, "project_name=Acme Vision", cwd=ROOT.parent
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (tmp_path / "out" / "acme-vision" / "src" / "acme_vision" / "train.py").is_file()
+    assert (tmp_path / "out" / "acme-vision" / "src" / "acme_vision" / "machinery").is_dir()
 
 
 def test_without_a_checkout_the_hook_clones_the_templates_commit(tmp_path: Path) -> None:

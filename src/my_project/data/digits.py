@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .in_memory import InMemoryDataModule, Split
+from ..machinery.data.in_memory import InMemoryDataModule, Split
 
 
 class DigitsDataModule(InMemoryDataModule):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..utils.errors import UserError
+from ..machinery.errors import UserError
 
 # Third byte of the magic number -> numpy dtype (big-endian where it matters).
 _IDX_DTYPES = {

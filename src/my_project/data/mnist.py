@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 
-from ..utils.errors import UserError
+from ..machinery.data.in_memory import InMemoryDataModule, Split
+from ..machinery.errors import UserError
 from .idx import IDXFormatError, read_idx
-from .in_memory import InMemoryDataModule, Split
 
 # The four files of the data set and their MD5 sums (the same sums torchvision checks).
 MNIST_FILES: dict[str, str] = {

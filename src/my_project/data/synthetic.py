@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .in_memory import InMemoryDataModule, Split
+from ..machinery.data.in_memory import InMemoryDataModule, Split
 
 
 class SyntheticDataModule(InMemoryDataModule):

@@ -25,9 +25,9 @@ from torch import Tensor
 from torchmetrics import MaxMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
-from ..strategies import parallel_forward
-from ..utils.signature import precomputed_signature
-from .metrics import MeanLoss, PendingUpdates
+from ..machinery.callbacks.lean_steps import precomputed_signature
+from ..machinery.metrics import MeanLoss, PendingUpdates
+from ..machinery.strategies.dp import parallel_forward
 
 STAGES = ("train", "val", "test")
 

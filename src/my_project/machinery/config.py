@@ -1,0 +1,59 @@
+"""Where the Hydra configs are, and how a composed config is shown.
+
+Only omegaconf and rich are imported here: entry points use this before torch is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def config_dir() -> Path:
+    """The `configs/` folder: inside the installed package, else at the root of the checkout.
+
+    A wheel carries the configs as ``<package>/configs`` (see pyproject.toml); an editable
+    install or a plain checkout reads the root ``configs/`` that users edit.
+    """
+    for candidate in (PACKAGE_DIR / "configs", PACKAGE_DIR.parents[1] / "configs"):
+        if (candidate / "train.yaml").is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"No Hydra configs found next to {PACKAGE_DIR} or at the checkout root; reinstall the "
+        "package (`pip install .`) or run from the repository checkout."
+    )
+
+
+def print_config_tree(
+    config: Mapping[str, Any],
+    order: Sequence[str] = ("data", "model", "trainer", "callbacks", "logger", "paths"),
+    save_to: str | Path | None = None,
+) -> None:
+    """Print a resolved config as a Rich tree, one branch per group, groups in ``order`` first.
+
+    ``config`` is plain data with secrets already masked (`run/build.masked_config`).
+    ``save_to`` writes the same tree, without colours, to a file instead of the screen.
+    """
+    import rich.syntax
+    import rich.tree
+    from rich.console import Console
+
+    tree = rich.tree.Tree("CONFIG", style="bold", guide_style="dim")
+    fields = [f for f in order if f in config] + [f for f in config if f not in order]
+    for name in fields:
+        branch = tree.add(str(name), style="bold cyan", guide_style="dim")
+        value = config[name]
+        text = OmegaConf.to_yaml(value) if isinstance(value, Mapping) else str(value)
+        branch.add(
+            rich.syntax.Syntax(text.rstrip(), "yaml", theme="ansi_dark", background_color="default")
+        )
+    if save_to is None:
+        Console().print(tree)
+        return
+    with open(save_to, "w") as handle:
+        Console(file=handle, width=120, color_system=None).print(tree)

@@ -1,0 +1,1 @@
+"""Logger factories: Weights & Biases that goes offline by itself (`wandb`)."""

@@ -1,0 +1,65 @@
+"""Check: every check of a run, in one place, before anything is written.
+
+A mistake found here is one paragraph and exit status 2 (a :class:`~..errors.UserError`),
+instead of a traceback from deep inside torch or Lightning, or a failure after the run
+directory, the loggers and the first checkpoints exist. The entry points call two functions:
+
+- :func:`check_config`, on the composed config alone: value types, trainer values,
+  accelerator/devices/strategy, the checkpoint path;
+- :func:`check_built`, on the built objects, before the Trainer runs them: the checkpoint
+  against the model, the training data against the batch size.
+
+Each topic is a module of its own: `values`, `devices`, `checkpoint`, `data`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from ..errors import UserError
+from ..reliability.resume import resolve_checkpoint_path
+from .checkpoint import check_checkpoint_matches, check_checkpoint_path
+from .data import check_training_data
+from .devices import check_devices, strategy_names
+from .values import check_config_types, check_trainer_types
+
+__all__ = [
+    "check_built",
+    "check_config",
+    "check_devices",
+    "check_trainer_types",
+    "strategy_names",
+]
+
+
+def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str | None:
+    """The checks that need only the config; return the checkpoint path, resolved.
+
+    ``checkpoint_required``: eval and predict need ``ckpt_path``; train may resume from one
+    (``ckpt_path=last`` is resolved here).
+    """
+    check_trainer_types(cfg.trainer)
+    check_devices(cfg.trainer)
+    output_dir = Path(cfg.paths.output_dir)
+    ckpt_path = check_checkpoint_path(resolve_checkpoint_path(cfg.get("ckpt_path"), output_dir))
+    if checkpoint_required and ckpt_path is None:
+        script = cfg.get("task_name", "eval")
+        raise UserError(
+            f"{script} needs a checkpoint: `python {script}.py ckpt_path=PATH/TO/best.ckpt`."
+        )
+    check_config_types(cfg)
+    return ckpt_path
+
+
+def check_built(
+    model: Any, datamodule: Any, ckpt_path: str | None, training: bool
+) -> dict[str, Any]:
+    """The checks that need the built model and data. Returns the checkpoint's training
+    progress (``epoch``, ``global_step``; empty without a checkpoint)."""
+    resumed = check_checkpoint_matches(ckpt_path, model) if ckpt_path else {}
+    if training:
+        check_training_data(datamodule)
+    return resumed

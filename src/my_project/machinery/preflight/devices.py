@@ -1,0 +1,127 @@
+"""`trainer.strategy/accelerator/devices/num_nodes` that cannot run on this machine.
+
+Lightning finds the same mistakes, but later (after the run directory and the logger exist)
+and in terms of its own arguments ("You requested gpu: [0, 1] But your machine only has:
+[0]"). Here each one is a :class:`UserError` that says what to type instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from lightning.fabric.utilities.device_parser import _select_auto_accelerator
+from lightning.pytorch.accelerators import AcceleratorRegistry, CUDAAccelerator, MPSAccelerator
+from lightning.pytorch.strategies import StrategyRegistry
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
+
+from ..errors import UserError
+from ..strategies.dp import DP_NAME, DP_NODES_MESSAGE
+
+_FIRST_NAMES = ("auto", DP_NAME, "ddp", "ddp_spawn")
+
+
+def strategy_names() -> list[str]:
+    """Every valid `trainer.strategy`: `auto` and Lightning's registry (with this project's dp)."""
+    registered = StrategyRegistry.available_strategies()
+    return [n for n in _FIRST_NAMES if n == "auto" or n in registered] + [
+        n for n in registered if n not in _FIRST_NAMES
+    ]
+
+
+def check_devices(trainer: Mapping[str, Any]) -> None:
+    """Raise a UserError for a strategy, accelerator or device count that cannot run here."""
+    strategy = trainer.get("strategy", "auto")
+    accelerator = trainer.get("accelerator", "auto")
+    if isinstance(strategy, str):
+        _check_strategy_name(strategy.lower())
+    if isinstance(accelerator, str):
+        _check_devices(accelerator.lower(), trainer.get("devices", "auto"))
+    if isinstance(strategy, str) and strategy.lower() == DP_NAME:
+        _check_dp(int(trainer.get("num_nodes", 1) or 1))
+
+
+def _check_strategy_name(name: str) -> None:
+    valid = strategy_names()
+    if name in valid:
+        return
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f" Did you mean `trainer.strategy={close[0]}`?" if close else ""
+    raise UserError(
+        f"trainer.strategy={name!r} is not a strategy.{hint} Valid names: {', '.join(valid)}. "
+        "Use `trainer.strategy=ddp` for one process per device (GPUs, or CPU processes with "
+        "`trainer.accelerator=cpu`), or `trainer.strategy=dp` for one process that splits each "
+        "batch across the GPUs."
+    )
+
+
+def _check_devices(accelerator: str, devices: Any) -> None:
+    known = ["auto", "gpu", *AcceleratorRegistry.available_accelerators()]
+    if accelerator not in known:
+        raise UserError(
+            f"trainer.accelerator={accelerator!r} is not an accelerator. Valid names: "
+            f"{', '.join(dict.fromkeys(known))}. Use `trainer.accelerator=auto` to take the GPU "
+            "when there is one and the CPU otherwise."
+        )
+    if accelerator == "auto":
+        accelerator = _select_auto_accelerator()
+    elif accelerator == "gpu":
+        accelerator = "mps" if MPSAccelerator.is_available() else "cuda"
+    if accelerator == "cuda":
+        _check_cuda_devices(devices)
+    elif accelerator == "cpu":
+        _check_cpu_devices(devices)
+    elif accelerator == "mps" and devices not in ("auto", 1, "1", -1, "-1", [0]):
+        raise UserError(
+            f"trainer.devices={devices!r} asks for several Apple-silicon (MPS) devices, but MPS is "
+            "one device. Use `trainer.devices=1`, or `trainer.accelerator=cpu trainer.devices=2` "
+            "for two CPU processes."
+        )
+
+
+def _check_cuda_devices(devices: Any) -> None:
+    available = CUDAAccelerator.auto_device_count() if CUDAAccelerator.is_available() else 0
+    if available == 0:
+        raise UserError(
+            "trainer.accelerator asks for a GPU, but this machine has none (torch sees no CUDA "
+            "device). Train on the CPU: `trainer=cpu` (one process), or `trainer=ddp_cpu` / "
+            "`trainer.accelerator=cpu trainer.devices=2` (two processes)."
+        )
+    try:
+        CUDAAccelerator.parse_devices(devices)
+    except (MisconfigurationException, TypeError, ValueError) as error:
+        visible = ", ".join(f"cuda:{i}" for i in range(available))
+        raise UserError(
+            f"trainer.devices={devices!r} asks for more GPUs than this machine has: it has "
+            f"{available} ({visible}). Use `trainer.devices={available}` (or `trainer.devices=-1` "
+            f"for all of them), or pick some by index, e.g. `trainer.devices=[0]`. "
+            f"(Lightning said: {error})"
+        ) from error
+
+
+def _check_cpu_devices(devices: Any) -> None:
+    if devices == "auto" or (
+        isinstance(devices, int) and not isinstance(devices, bool) and devices > 0
+    ):
+        return
+    if isinstance(devices, str) and devices.strip().isdigit() and int(devices) > 0:
+        return
+    raise UserError(
+        f"trainer.devices={devices!r} does not say how many CPU processes to run (this run uses "
+        "the CPU: `trainer.accelerator=cpu`, or no GPU was found). Give a number, e.g. "
+        "`trainer.devices=2` for two processes."
+    )
+
+
+def _check_dp(num_nodes: int) -> None:
+    if num_nodes > 1:
+        raise UserError(DP_NODES_MESSAGE.format(num_nodes=num_nodes))
+    launched = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if launched > 1:
+        raise UserError(
+            f"strategy 'dp' runs as one process, but this run was started as {launched} processes "
+            "(WORLD_SIZE, e.g. by torchrun). Start it once: `python train.py trainer.strategy=dp "
+            "trainer.devices=2`, or keep the launcher and use `trainer.strategy=ddp`."
+        )

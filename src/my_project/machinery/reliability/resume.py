@@ -1,0 +1,120 @@
+"""Continuing a run: `resume=<run dir>` and `ckpt_path=last`.
+
+``python train.py resume=RUN_DIR [overrides]`` re-runs the command that started RUN_DIR (the
+overrides Hydra saved in ``RUN_DIR/.hydra/overrides.yaml``, so the same configs compose to
+the same model and data), plus any new overrides, writing into RUN_DIR and restarting from its
+``checkpoints/last.ckpt``. Hydra's record of the resumed command goes to
+``RUN_DIR/.hydra/resume_<time>/`` so the original stays as it was. Only omegaconf is needed.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from ..errors import UserError
+from .secrets import MASK
+
+RESUME_KEY = "resume"
+LAST = "last"
+
+
+def override_key(override: str) -> str:
+    """`+a.b=1` -> `a.b`, `model/net=cnn` -> `model/net`, `~x` -> `x`."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def expand_resume_argument(argv: Sequence[str]) -> list[str]:
+    """Replace `resume=RUN_DIR` by the run's saved overrides + directory + checkpoint."""
+    resume = [arg for arg in argv if override_key(arg) == RESUME_KEY and "=" in arg]
+    if not resume:
+        return list(argv)
+    run_dir = Path(resume[-1].split("=", 1)[1]).expanduser()
+    if not run_dir.is_dir():
+        raise UserError(
+            f"resume={run_dir}: no such run directory. Pass a directory under logs/train/runs/ "
+            "(the one holding the run's .hydra/ and checkpoints/)."
+        )
+    saved_path = run_dir / ".hydra" / "overrides.yaml"
+    if not saved_path.is_file():
+        raise UserError(
+            f"resume={run_dir}: {saved_path} is missing, so the run's config cannot be rebuilt. "
+            "Is this a run directory of train.py? Otherwise use `ckpt_path=PATH` with the same "
+            "overrides as the original run."
+        )
+    if not (run_dir / "checkpoints" / "last.ckpt").is_file():
+        raise UserError(
+            f"resume={run_dir}: the run has no checkpoints/last.ckpt (it stopped before its "
+            "first checkpoint). Start it again instead."
+        )
+    saved = [str(o) for o in OmegaConf.to_container(OmegaConf.load(saved_path))]  # type: ignore[union-attr]
+    new = [arg for arg in argv if override_key(arg) != RESUME_KEY]
+    new_keys = {override_key(o) for o in new} | {"ckpt_path", "hydra.run.dir"}
+    kept = [o for o in saved if override_key(o) not in new_keys and o != "~" + RESUME_KEY]
+    masked = [override_key(o) for o in kept if MASK in o]
+    if masked:
+        raise UserError(
+            f"resume={run_dir}: the original command set {', '.join(masked)} to a secret, which "
+            f"was masked before saving. Pass it again, e.g. `{masked[0]}=...`, or better, read it "
+            "from an environment variable in the config (`${oc.env:NAME}`)."
+        )
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+    return [
+        *kept,
+        *new,
+        f"hydra.run.dir={run_dir}",
+        f"hydra.output_subdir=.hydra/resume_{stamp}",
+        f"ckpt_path={LAST}",
+        f"{RESUME_KEY}={run_dir}",
+    ]
+
+
+def newest(paths: list[Path]) -> Path | None:
+    return max(paths, key=lambda p: p.stat().st_mtime) if paths else None
+
+
+def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | None:
+    """`last`: the newest `last*.ckpt` of this run, else of the newest sibling run."""
+    if ckpt_path != LAST:
+        return ckpt_path
+    found = newest(list((output_dir / "checkpoints").glob("last*.ckpt")))
+    if found is None:
+        found = newest(list(output_dir.parent.glob("*/checkpoints/last.ckpt")))
+        if found is not None:
+            print(f"ckpt_path=last: continuing from {found}, the newest run's last checkpoint.")
+    if found is None:
+        raise UserError(
+            f"ckpt_path=last: there is no checkpoints/last.ckpt in {output_dir} nor in any other "
+            f"run under {output_dir.parent}. Pass a checkpoint path, or `resume=<run dir>`."
+        )
+    return str(found)
+
+
+def keep_csv_history(loggers: list[Any], resumed_step: int) -> None:
+    """Keep the rows an earlier part of this run wrote to `csv/metrics.csv`.
+
+    Lightning's CSV logger deletes an existing metrics.csv when it starts. When resuming in
+    the same directory, the rows logged before the checkpoint's step are handed to the new
+    writer (rows after it are logged again by the resumed run).
+    """
+    from lightning.pytorch.loggers import CSVLogger
+
+    for logger in loggers:
+        if not isinstance(logger, CSVLogger):
+            continue
+        path = Path(logger.log_dir) / "metrics.csv"
+        if not path.is_file():
+            continue
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            header = list(reader.fieldnames or [])
+            rows = [r for r in reader if r.get("step") and int(r["step"]) < resumed_step]
+        writer = logger.experiment  # deletes the old file
+        writer.metrics_keys = sorted(set(writer.metrics_keys) | set(header))
+        writer.metrics = [{k: v for k, v in r.items() if v != ""} for r in rows] + writer.metrics
+        writer.save()

@@ -1,0 +1,168 @@
+"""Build: the objects of a run (data, model, callbacks, loggers, Trainer) from the config.
+
+Nothing here trains or writes a file of the run; the checks on the built objects
+(`preflight.check_built`) run before the Trainer, the callbacks and the loggers exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from .. import preflight
+from ..config import print_config_tree
+from ..distributed import is_rank_zero
+from ..errors import UserError
+from ..reliability.secrets import mask_secrets, protect_run_secrets
+
+
+@dataclass
+class Job:
+    """Everything one run of an entry point works with."""
+
+    cfg: DictConfig
+    output_dir: Path
+    config: dict[str, Any]  # the resolved config, secrets masked: what is printed, logged, saved
+    datamodule: Any
+    model: Any
+    trainer: Any
+    callbacks: list[Any] = field(default_factory=list)
+    loggers: list[Any] = field(default_factory=list)
+    ckpt_path: str | None = None
+    resumed: dict[str, Any] = field(default_factory=dict)  # the checkpoint's epoch and step
+
+
+def masked_config(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config with every secret masked: the one point where secrets are found.
+
+    Values under secret-looking keys (and command-line overrides) are registered, so they are
+    masked from here on wherever the run prints or saves (logs, checkpoints, Hydra's
+    `.hydra/` files, which are rewritten now).
+    """
+    if is_rank_zero():
+        protect_run_secrets(cfg)
+    return mask_secrets(OmegaConf.to_container(cfg, resolve=True))
+
+
+def instantiate_group(cfg: DictConfig | None) -> list[Any]:
+    """Instantiate every entry of a dict-of-configs group (callbacks, loggers); skip nulls.
+
+    An entry whose factory returns None (e.g. the progress bar when disabled) is skipped too.
+    """
+    from hydra.utils import instantiate
+
+    if not cfg:
+        return []
+    built = (instantiate(entry) for entry in cfg.values() if entry and "_target_" in entry)
+    return [obj for obj in built if obj is not None]
+
+
+def trainer(cfg: DictConfig, callbacks: list[Any], loggers: list[Any], **overrides: Any) -> Any:
+    """`lightning.Trainer(**cfg.trainer)` with these callbacks and loggers."""
+    from hydra.utils import instantiate
+
+    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **overrides)
+
+
+def seed_and_precision(cfg: DictConfig) -> None:
+    """Seed every generator (`seed`), and set the float32 matmul precision."""
+    from ..devices.precision import set_float32_matmul_precision
+
+    if cfg.get("seed") is not None:
+        import lightning as L
+
+        L.seed_everything(cfg.seed, workers=True)
+    set_float32_matmul_precision(cfg.get("float32_matmul_precision"))
+
+
+def model_for_data(cfg: DictConfig, datamodule: Any) -> Any:
+    """The LightningModule of ``cfg.model``, given what the data module says about the data."""
+    from hydra.utils import instantiate
+
+    return instantiate(
+        cfg.model,
+        num_classes=datamodule.num_classes,
+        image_shape=list(datamodule.image_shape),
+        _convert_="all",
+    )
+
+
+def load_model(target: str, ckpt_path: str) -> Any:
+    """Load ``ckpt_path`` into the LightningModule class named by ``target`` (on the CPU),
+    from the checkpoint's own hyperparameters.
+
+    A file that is not such a checkpoint becomes a :class:`UserError` naming what to pass.
+    """
+    from hydra.utils import get_class
+    from lightning.pytorch import LightningModule
+
+    model_class = get_class(target)
+    if not issubclass(model_class, LightningModule):
+        raise UserError(f"model._target_={target} is not a LightningModule.")
+    try:
+        return model_class.load_from_checkpoint(ckpt_path, map_location="cpu")
+    except (KeyError, RuntimeError, TypeError) as error:
+        raise UserError(
+            f"{ckpt_path} is not a checkpoint of {model_class.__name__} ({type(error).__name__}: "
+            f"{error}). Pass a checkpoint written by this project's train.py."
+        ) from error
+
+
+def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
+    """Data, model (checked against the checkpoint), callbacks, loggers and Trainer of a fit."""
+    from hydra.utils import instantiate
+
+    config = masked_config(cfg)
+    seed_and_precision(cfg)
+    datamodule = instantiate(cfg.data)
+    model = model_for_data(cfg, datamodule)
+    training = bool(cfg.get("train", True)) and is_rank_zero()
+    resumed = preflight.check_built(model, datamodule, ckpt_path, training=training)
+    if is_rank_zero():
+        print_config_tree(config)
+    callbacks = instantiate_group(cfg.get("callbacks"))
+    loggers = instantiate_group(cfg.get("logger"))
+    if resumed.get("global_step"):
+        from ..reliability.resume import keep_csv_history
+
+        keep_csv_history(loggers, resumed["global_step"])
+    return Job(
+        cfg=cfg,
+        output_dir=Path(cfg.paths.output_dir),
+        config=config,
+        datamodule=datamodule,
+        model=model,
+        trainer=trainer(cfg, callbacks, loggers),
+        callbacks=callbacks,
+        loggers=loggers,
+        ckpt_path=ckpt_path,
+        resumed=resumed,
+    )
+
+
+def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
+    """The checkpoint's model (rebuilt from its own hyperparameters), the data, a Trainer."""
+    from hydra.utils import instantiate
+
+    config = masked_config(cfg)
+    seed_and_precision(cfg)
+    model = load_model(cfg.model._target_, ckpt_path)
+    datamodule = instantiate(cfg.data)
+    if is_rank_zero():
+        print_config_tree(config)
+    callbacks = instantiate_group(cfg.get("callbacks"))
+    loggers = instantiate_group(cfg.get("logger"))
+    return Job(
+        cfg=cfg,
+        output_dir=Path(cfg.paths.output_dir),
+        config=config,
+        datamodule=datamodule,
+        model=model,
+        trainer=trainer(cfg, callbacks, loggers),
+        callbacks=callbacks,
+        loggers=loggers,
+        ckpt_path=ckpt_path,
+    )

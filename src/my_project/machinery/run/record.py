@@ -1,0 +1,62 @@
+"""Record: what a run leaves in its run directory besides checkpoints and logger files.
+
+:func:`start` when the run starts (what is about to run: the masked config, as YAML and as
+the printed tree, also sent to the loggers); :func:`finish` when it ends (what came out:
+``metrics.json`` and, for training, ``run_info.json``). Only the process of global rank 0
+writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import OmegaConf
+
+from ..config import print_config_tree
+from ..distributed import is_rank_zero
+from ..reliability.secrets import masked_argv
+
+if TYPE_CHECKING:
+    from .build import Job
+
+
+def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """Tensors and numbers to plain floats, keys sorted (one host sync, at the end of a run)."""
+    return {key: float(value) for key, value in sorted(metrics.items())}
+
+
+def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def start(job: Job, save_config: bool = True) -> None:
+    """``config_tree.log`` (and ``config.yaml``), and the config as the loggers' hyperparameters.
+
+    The config is the one `build.masked_config` made: secrets are already masked.
+    """
+    if is_rank_zero():  # the Trainer knows its rank only once it runs
+        job.output_dir.mkdir(parents=True, exist_ok=True)
+        print_config_tree(job.config, save_to=job.output_dir / "config_tree.log")
+        if save_config:
+            (job.output_dir / "config.yaml").write_text(OmegaConf.to_yaml(job.config))
+    with masked_argv():  # the first log_hyperparams starts wandb, which records the command
+        for logger in job.loggers:
+            logger.log_hyperparams(job.config)
+
+
+def finish(job: Job, metrics: Mapping[str, Any], run_info: bool = True) -> dict[str, float]:
+    """``metrics.json`` (and ``run_info.json``: what the Trainer really ran on)."""
+    values = to_floats(metrics)
+    if job.trainer.is_global_zero:
+        write_json(values, job.output_dir / "metrics.json")
+        if run_info:
+            from ..devices.choice import run_record
+
+            write_json(run_record(job.trainer), job.output_dir / "run_info.json")
+    return values

@@ -1,0 +1,203 @@
+"""DDP that starts its extra processes correctly under Hydra, multirun (`-m`) included.
+
+Lightning's `ddp` (and `strategy="auto"` with several devices) re-runs the script once per
+extra device with the parent's command line. Under Hydra that command still holds `-m` and
+every sweep value, so each child starts a sweep of its own; and the launcher leaves
+`LOCAL_RANK`, `WORLD_SIZE`, ... and the process group behind, so the next job of a multirun
+starts no processes and waits forever. `HydraDDPStrategy` changes only that: each child is
+the *current job* as a single run in the same run directory (its own overrides, sweep values
+included, `hydra.output_subdir=null` so Hydra's files are written once), and at the end of
+the job the children are awaited and the process is left as it was (see
+:func:`end_launched_job`, called from the Hydra callback in `machinery/distributed.py`).
+
+`registry.register_strategies` makes the `ddp` names of Lightning's StrategyRegistry that use
+the subprocess launcher (`ddp`, `ddp_find_unused_parameters_*`, and so `auto` with several
+devices) build this class. Outside a Hydra run, or when processes are created externally
+(torchrun, SLURM), it behaves exactly like Lightning's DDPStrategy.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from lightning.pytorch.strategies import DDPStrategy
+from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
+
+from ..distributed import at_job_end
+
+# Set in the launching process by the launcher (and by Lightning right after it); restored
+# when the job ends so that the next job of a multirun starts from a clean process.
+_LAUNCH_ENV = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "NODE_RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "OMP_NUM_THREADS",
+)
+# Hydra overrides that belong to the parent's sweep, not to the job a child re-runs.
+_SWEEP_ONLY_HYDRA_KEYS = (
+    "hydra.mode",
+    "hydra.run.",
+    "hydra.sweep.",
+    "hydra.launcher",
+    "hydra/launcher",
+    "hydra.sweeper",
+    "hydra/sweeper",
+    "hydra.output_subdir",
+)
+
+
+@dataclass
+class _LaunchedJob:
+    """What the launcher started and changed for one Hydra job, to undo at its end."""
+
+    output_dir: str
+    saved_env: dict[str, str | None]
+    num_threads: int
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+
+_launched: _LaunchedJob | None = None
+
+
+def _hydra_quote(value: str) -> str:
+    """A Hydra override value that stays one string whatever characters the path holds."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def hydra_job_command() -> tuple[list[str], str]:
+    """The command (and working directory) that re-runs the current Hydra job as a single run."""
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.hydra_config import HydraConfig
+
+    import __main__
+
+    hydra_cfg = HydraConfig.get()
+    cwd = hydra_cfg.runtime.cwd  # where the user started the script
+    if __main__.__spec__ is None:
+        command = [sys.executable, os.path.join(cwd, sys.argv[0])]
+    else:
+        command = [sys.executable, "-m", __main__.__spec__.name]
+    # Keep the flags that chose the config (-cp/-cn/-cd), never -m, and replace the command
+    # line's overrides with this job's own (a sweep's values included).
+    args = get_args_parser().parse_args(sys.argv[1:])
+    for flag, value in (
+        ("--config-path", args.config_path),
+        ("--config-name", args.config_name),
+        ("--config-dir", args.config_dir),
+    ):
+        if value is not None:
+            command.append(f"{flag}={value}")
+    command += list(hydra_cfg.overrides.task)
+    command += [
+        o
+        for o in hydra_cfg.overrides.hydra
+        if not o.lstrip("+~").startswith(_SWEEP_ONLY_HYDRA_KEYS)
+    ]
+    command += [
+        f"hydra.run.dir={_hydra_quote(hydra_cfg.runtime.output_dir)}",
+        "hydra.output_subdir=null",
+    ]
+    return command, cwd
+
+
+def end_launched_job(succeeded: bool = True, timeout: float = 300.0) -> None:
+    """Wait for the processes this process launched, close the process group, restore the env.
+
+    Called when a Hydra job ends (and, as a safety net, before the next launch), so that the
+    next job of a multirun starts its own processes on a fresh port. After a failed job the
+    children may be waiting in a collective for this process: they are stopped, not awaited.
+    """
+    global _launched
+    job, _launched = _launched, None
+    if job is None:
+        return
+    failed = []
+    for rank, proc in enumerate(job.procs, start=1):
+        if not succeeded:
+            proc.kill()
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        if code and succeeded:
+            failed.append(f"rank {rank} exited with code {code}")
+    # The list is shared with Lightning's child-process observer thread, which kills this
+    # process when a child exits non-zero: emptied, it sees nothing left to watch and stops.
+    job.procs.clear()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    for key, value in job.saved_env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    torch.set_num_threads(job.num_threads)
+    if failed:
+        raise RuntimeError(
+            f"DDP processes of the run in {job.output_dir} failed: {'; '.join(failed)}"
+        )
+
+
+class _HydraJobLauncher(_SubprocessScriptLauncher):
+    """Lightning's subprocess launcher whose children re-run the current Hydra job."""
+
+    def launch(self, function: Any, *args: Any, trainer: Any = None, **kwargs: Any) -> Any:
+        from hydra.core.hydra_config import HydraConfig
+
+        if (
+            _launched is not None
+            and HydraConfig.initialized()
+            and _launched.output_dir != HydraConfig.get().runtime.output_dir
+        ):
+            end_launched_job()  # a previous job of this process was not cleaned up
+        return super().launch(function, *args, trainer=trainer, **kwargs)
+
+    def _call_children_scripts(self) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        if not HydraConfig.initialized():
+            super()._call_children_scripts()
+            return
+        global _launched
+        self._check_can_spawn_children()
+        output_dir = HydraConfig.get().runtime.output_dir
+        _launched = _LaunchedJob(
+            output_dir=output_dir,
+            saved_env={key: os.environ.get(key) for key in _LAUNCH_ENV},
+            num_threads=torch.get_num_threads(),
+        )
+        at_job_end(end_launched_job)
+        # The same variables as Lightning's launcher, so Lightning's LightningEnvironment
+        # reads them in every process.
+        os.environ["MASTER_ADDR"] = self.cluster_environment.main_address
+        os.environ["MASTER_PORT"] = str(self.cluster_environment.main_port)
+        os.environ["NODE_RANK"] = str(self.cluster_environment.node_rank())
+        os.environ["LOCAL_RANK"] = str(self.cluster_environment.local_rank())
+        os.environ["WORLD_SIZE"] = f"{self.num_processes * self.num_nodes}"
+        command, cwd = hydra_job_command()
+        self.procs = []
+        for local_rank in range(1, self.num_processes):
+            env = {**os.environ, "LOCAL_RANK": str(local_rank)}
+            self.procs.append(subprocess.Popen(command, env=env, cwd=cwd))
+        _launched.procs = self.procs
+
+
+class HydraDDPStrategy(DDPStrategy):
+    """Lightning's DDPStrategy with a Hydra-aware launcher for its `popen` start method."""
+
+    def _configure_launcher(self) -> None:
+        if self._start_method == "popen":
+            assert self.cluster_environment is not None
+            self._launcher = _HydraJobLauncher(
+                self.cluster_environment, self.num_processes, self.num_nodes
+            )
+        else:
+            super()._configure_launcher()

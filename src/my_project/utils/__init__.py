@@ -1,1 +1,0 @@
-"""Small helpers shared by the entry points: config discovery and printing, wandb, plots."""
