@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from .helpers import FAST, read_metrics, run_entry
+from ..machinery.helpers import FAST, read_metrics, run_entry
 
 
 @pytest.fixture(scope="module")

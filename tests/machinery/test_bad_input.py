@@ -18,8 +18,8 @@ from my_project.machinery.errors import UserError, report_user_errors
 from my_project.machinery.preflight.values import check_config_types
 from my_project.machinery.run.train import train
 
+from ..project.test_data_mnist import write_fake_mnist
 from .helpers import FAST, compose_config, run_entry
-from .test_data_mnist import write_fake_mnist
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from my_project.machinery.reliability.resume import (
 )
 from my_project.machinery.reliability.run_dir import unique_dir
 
-from .helpers import ROOT, clean_env, read_metrics
+from .helpers import ON_CPU, ROOT, clean_env, read_metrics
 
 
 def test_unique_dir_adds_a_suffix_when_the_name_is_taken(tmp_path: Path) -> None:
@@ -44,6 +44,7 @@ def test_two_runs_started_at_once_write_to_different_directories(tmp_path: Path)
     command = [
         sys.executable,
         str(ROOT / "train.py"),
+        *ON_CPU,
         "debug=fdr",
         f"paths.log_dir={tmp_path}",
     ]

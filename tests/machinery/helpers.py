@@ -15,19 +15,32 @@ from omegaconf import DictConfig, open_dict
 
 from my_project.machinery.config import config_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = config_dir()
 
-# Small and fast: a few epochs of the default model, no wandb unless a test asks for it.
-FAST = ["trainer.max_epochs=2", "logger=csv", "trainer.accelerator=cpu"]
+# Every run of a test is on the CPU, in one process, in float32, whatever the project's
+# trainer defaults are (a generated project may default to gpu, dp, 16-mixed or devices=-1):
+# `trainer=cpu` states each of those keys. A test about other settings overrides them
+# (`trainer.devices=2 trainer.strategy=ddp`) or names another preset (`trainer=...`).
+ON_CPU = ["trainer=cpu"]
+# Small and fast: a few epochs, no wandb unless a test asks for it.
+FAST = ["trainer.max_epochs=2", "logger=csv"]
+
+
+def pinned(overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """``overrides`` after `ON_CPU`, unless they pick a trainer preset themselves."""
+    if any(o.lstrip("+~").startswith("trainer=") for o in overrides):
+        return list(overrides)
+    return [*ON_CPU, *overrides]
 
 
 def compose_config(
     overrides: list[str], output_dir: Path, config_name: str = "train"
 ) -> DictConfig:
-    """The config `python train.py <overrides>` would get, with the run dir set to output_dir."""
+    """The config `python train.py <overrides>` would get (on the CPU, see `ON_CPU`), with
+    the run dir set to output_dir."""
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose(config_name=config_name, overrides=overrides)
+        cfg = compose(config_name=config_name, overrides=pinned(overrides))
     with open_dict(cfg):
         cfg.paths.output_dir = str(output_dir)
     return cfg
@@ -48,9 +61,10 @@ def run_entry(
     timeout: float = 600,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python <script>.py <overrides>` from the repository root, as a user would."""
+    """Run `python <script>.py <overrides>` from the repository root, as a user would (on the
+    CPU, see `ON_CPU`)."""
     return subprocess.run(
-        [sys.executable, str(ROOT / f"{script}.py"), *overrides],
+        [sys.executable, str(ROOT / f"{script}.py"), *pinned(overrides)],
         cwd=cwd or ROOT,
         env=env or clean_env(),
         capture_output=True,

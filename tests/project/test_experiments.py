@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from .helpers import CONFIG_DIR, ROOT, clean_env, read_metrics, run_entry
+from ..machinery.helpers import CONFIG_DIR, ROOT, clean_env, read_metrics, run_entry
 from .test_data_mnist import write_fake_mnist
 
 EXPERIMENTS = sorted(path.stem for path in (CONFIG_DIR / "experiment").glob("*.yaml"))

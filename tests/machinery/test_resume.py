@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from .helpers import ROOT, clean_env, read_metrics, run_entry
+from .helpers import ON_CPU, ROOT, clean_env, read_metrics, run_entry
 
 # 2 epochs of 20 batches; last.ckpt every 5 steps and at each epoch end.
 RUN = [
+    *ON_CPU,
     "trainer.max_epochs=2",
     "logger=csv",
-    "trainer.accelerator=cpu",
     "trainer.deterministic=true",
     "seed=7",
     "callbacks.last_checkpoint.every_n_train_steps=5",
@@ -40,7 +40,7 @@ def start_paused_run(run_dir: Path, marker: Path, *extra: str) -> subprocess.Pop
             *RUN,
             *extra,
             f"hydra.run.dir={run_dir}",
-            "+callbacks.pause._target_=tests.fault_injection.PauseAtStep",
+            "+callbacks.pause._target_=tests.machinery.fault_injection.PauseAtStep",
             f"+callbacks.pause.step={PAUSE_STEP}",
             f"+callbacks.pause.marker={marker}",
         ],

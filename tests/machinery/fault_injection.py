@@ -1,7 +1,7 @@
 """Test-only callbacks that put a real training run in a known state, added from the command line.
 
-`train.py` runs from the repository root, so `tests.fault_injection.X` is importable as a
-`_target_`: e.g. `+callbacks.pause._target_=tests.fault_injection.PauseAtStep
+`train.py` runs from the repository root, so `tests.machinery.fault_injection.X` is importable as a
+`_target_`: e.g. `+callbacks.pause._target_=tests.machinery.fault_injection.PauseAtStep
 +callbacks.pause.step=33 +callbacks.pause.marker=/tmp/paused`.
 """
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import FAST, ROOT, clean_env, run_entry
+from .helpers import FAST, ON_CPU, ROOT, clean_env, run_entry
 
 
 def test_help_does_not_import_torch_or_lightning() -> None:
@@ -89,6 +89,7 @@ def test_wheel_carries_the_configs_and_runs_outside_the_checkout(tmp_path: Path)
             sys.executable,
             "-m",
             f"{package}.machinery.run.train",
+            *ON_CPU,
             "debug=fdr",
             f"hydra.run.dir={elsewhere / 'run'}",
         ],

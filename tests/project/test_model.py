@@ -11,7 +11,7 @@ from torchmetrics import Metric
 
 from my_project.models.classifier import ImageClassifier
 
-from .helpers import compose_config
+from ..machinery.helpers import compose_config
 
 
 def build_model(tmp_path: Path, *overrides: str) -> ImageClassifier:

@@ -71,7 +71,7 @@ def test_nan_loss_stops_at_its_step_and_keeps_the_last_good_checkpoint(tmp_path:
         "train",
         *FAST,
         "callbacks.last_checkpoint.every_n_train_steps=5",
-        "+callbacks.poison._target_=tests.fault_injection.PoisonWeightsAtStep",
+        "+callbacks.poison._target_=tests.machinery.fault_injection.PoisonWeightsAtStep",
         "+callbacks.poison.step=7",
         f"hydra.run.dir={tmp_path}",
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import ROOT, clean_env, read_metrics, run_entry
+from .helpers import ON_CPU, ROOT, clean_env, read_metrics, run_entry
 
 # 1797 digits * 0.151 = 271 test images: not divisible by 2 ranks. With a batch of 45,
 # rank 0 gets 136 images in 4 batches and rank 1 gets 135 in 3.
@@ -96,7 +96,7 @@ def test_torchrun_on_cpu_makes_one_run_directory(tmp_path: Path) -> None:
             "--standalone",
             "--nproc_per_node=2",
             str(ROOT / "train.py"),
-            "trainer.accelerator=cpu",
+            *ON_CPU,
             "trainer.devices=2",
             "trainer.max_epochs=1",
             "logger=csv",
