@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..machinery.data.in_memory import InMemoryDataModule, Split
@@ -10,8 +12,9 @@ from ..machinery.data.in_memory import InMemoryDataModule, Split
 class DigitsDataModule(InMemoryDataModule):
     """The default data: small enough to train to >95% test accuracy in seconds on a CPU."""
 
-    num_classes = 10
-    image_shape = (1, 8, 8)
+    def model_kwargs(self) -> dict[str, Any]:
+        """What the model takes from this data (README, "Bring your own model and data")."""
+        return {"num_classes": 10, "in_shape": (1, 8, 8)}
 
     def load(self) -> tuple[Split, Split | None]:
         from sklearn.datasets import load_digits  # heavy import: only when data is needed

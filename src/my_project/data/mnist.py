@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -102,8 +103,9 @@ def download_mnist(
 class MNISTDataModule(InMemoryDataModule):
     """MNIST: 60k training images (split into train/val) and the official 10k test set."""
 
-    num_classes = 10
-    image_shape = (1, 28, 28)
+    def model_kwargs(self) -> dict[str, Any]:
+        """What the model takes from this data (README, "Bring your own model and data")."""
+        return {"num_classes": 10, "in_shape": (1, 28, 28)}
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -44,8 +45,12 @@ class SyntheticDataModule(InMemoryDataModule):
             shuffle_seed=shuffle_seed,
             on_device=on_device,
         )
-        self.image_shape = tuple(image_shape)  # type: ignore[assignment]
+        self.image_shape = tuple(image_shape)
         self.num_classes = num_classes
+
+    def model_kwargs(self) -> dict[str, Any]:
+        """What the model takes from this data (README, "Bring your own model and data")."""
+        return {"num_classes": self.num_classes, "in_shape": self.image_shape}
 
     def load(self) -> tuple[Split, Split | None]:
         generator = torch.Generator().manual_seed(self.hparams["seed"])

@@ -121,7 +121,7 @@ def compose(args: argparse.Namespace) -> Any:
         "trainer.devices=1",
         "model.scheduler=null",  # the raw loop has none; same optimizer, same learning rate
         "logger=none",
-        "callbacks=progress_bar",  # the template's bar; no checkpoints or plots
+        "callbacks=[progress_bar,lean_steps]",  # the template's bar and step; no checkpoints
     ]
     if args.samples and args.workload == "cnn":
         overrides.append(f"data.num_samples={args.samples}")

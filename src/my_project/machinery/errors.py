@@ -39,12 +39,34 @@ def report_user_errors(func: F) -> F:
 
 def user_error_behind(error: BaseException) -> UserError | None:
     """``error`` if it is a `UserError`, or the one it was raised from: Hydra's
-    ``instantiate`` wraps what a constructor raises in an ``InstantiationException``."""
+    ``instantiate`` wraps what a constructor raises in an ``InstantiationException``.
+
+    Lightning's ``MisconfigurationException`` ("you configured something Lightning cannot
+    run", e.g. a monitored metric the module never logs) counts as one too.
+    """
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         if isinstance(current, UserError):
             return current
+        if _is_lightning_misconfiguration(current):
+            return UserError(_with_hint(str(current)))
         seen.add(id(current))
         current = current.__cause__
     return None
+
+
+def _is_lightning_misconfiguration(error: BaseException) -> bool:
+    # By name: this module must not import Lightning (the entry points use it before torch).
+    return type(error).__name__ == "MisconfigurationException" and type(
+        error
+    ).__module__.startswith(("lightning", "pytorch_lightning"))
+
+
+def _with_hint(message: str) -> str:
+    if "could not find the monitored key" in message:
+        message += (
+            " The best checkpoint follows `monitor` (configs/train.yaml): set it to a metric "
+            "your module logs, e.g. `monitor=val_loss monitor_mode=min`."
+        )
+    return message

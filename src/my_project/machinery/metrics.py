@@ -1,13 +1,8 @@
-"""Metric helpers that torchmetrics does not quite give.
+"""`MeanLoss`: the mean loss of an epoch, a metric torchmetrics does not quite give.
 
-`MeanLoss`: torchmetrics' `MeanMetric` checks every update for NaNs with ``if nans.any()`` (a
-host sync per training step on a GPU), and its ``nan_strategy="disable"`` drops the ``weight``
-argument (torchmetrics 1.9), so a smaller last batch would count as much as a full one.
-
-`PendingUpdates`: torchmetrics has no batched update. Each ``update`` call costs about 0.1 ms
-of Python and a dozen small kernels, a tenth of a small model's CPU step (measured with
-``python -m my_project.bench``); holding a few steps' outputs and updating once with all of
-them gives the same states for a fraction of that.
+torchmetrics' `MeanMetric` checks every update for NaNs with ``if nans.any()`` (a host sync
+per training step on a GPU), and its ``nan_strategy="disable"`` drops the ``weight`` argument
+(torchmetrics 1.9), so a smaller last batch would count as much as a full one.
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torchmetrics import Metric, MetricCollection
+from torchmetrics import Metric
 
 
 class MeanLoss(Metric):
@@ -49,35 +44,3 @@ class MeanLoss(Metric):
 
     def compute(self) -> Tensor:
         return self.total / self.count
-
-
-class PendingUpdates:
-    """Training-step outputs held on their device until one update takes them all.
-
-    ``add`` keeps references (no copy, no sync); `flush` concatenates them into one update of
-    each metric. The metrics here sum over samples, so the states after a flush equal those of
-    one update per step, exactly. Flush before reading or saving the metrics.
-    """
-
-    def __init__(self) -> None:
-        self.losses: list[Tensor] = []
-        self.preds: list[Tensor] = []
-        self.targets: list[Tensor] = []
-
-    def __len__(self) -> int:
-        return len(self.losses)
-
-    def add(self, loss: Tensor, preds: Tensor, target: Tensor) -> None:
-        self.losses.append(loss.detach())
-        self.preds.append(preds)
-        self.targets.append(target)
-
-    def flush(self, metrics: MetricCollection, loss_metric: MeanLoss) -> None:
-        if not self.losses:
-            return
-        losses = torch.stack(self.losses)
-        sizes = [len(t) for t in self.targets]
-        counts = torch.tensor(sizes, dtype=losses.dtype, device=losses.device)
-        metrics.update(torch.cat(self.preds), torch.cat(self.targets))
-        loss_metric.update(losses, counts)
-        self.losses, self.preds, self.targets = [], [], []

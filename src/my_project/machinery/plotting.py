@@ -1,11 +1,38 @@
-"""Plots a person would rather look at than read: learning curves and a confusion matrix."""
+"""Plots a person would rather look at than read, for any task.
+
+- learning curves: every metric logged once per epoch, one panel per metric, a line per stage
+  (train, val), the best epoch of the monitored metric marked;
+- classification: the test confusion matrix;
+- regression: predicted against true values of the test set.
+
+Metric names are split into stage and metric the common ways: ``val/acc``, ``val_acc``,
+``valid_acc``, ``val_acc_epoch`` all are the ``acc`` of stage ``val``.
+"""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+STAGES = ("train", "val", "test")
+_STAGE = re.compile(r"^(train|training|val|valid|validation|test)(?:/|_)(.+)$")
+_STAGE_NAMES = {"training": "train", "valid": "val", "validation": "val"}
+
+
+def split_metric_name(name: str) -> tuple[str, str] | None:
+    """``("val", "acc")`` for ``val/acc`` or ``val_acc_epoch``; None without a stage, or for a
+    per-step value (``..._step``)."""
+    if name.endswith("_step"):
+        return None
+    found = _STAGE.match(name.removesuffix("_epoch"))
+    if not found:
+        return None
+    return _STAGE_NAMES.get(found.group(1), found.group(1)), found.group(2)
 
 
 def _pyplot():
@@ -17,40 +44,64 @@ def _pyplot():
     return plt
 
 
-def plot_learning_curves(history: Sequence[Mapping[str, float]], path: str | Path) -> Path:
-    """Loss and accuracy per epoch, train against validation, best validation epoch marked."""
+def plot_learning_curves(
+    history: Sequence[Mapping[str, float]],
+    path: str | Path,
+    monitor: str | None = None,
+    mode: str = "max",
+) -> Path | None:
+    """One panel per metric, train against val per epoch; ``monitor``'s best epoch marked.
+
+    Returns None when no epoch-level train or val metric was logged.
+    """
+    panels: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for row in history:
+        for key, value in row.items():
+            parts = split_metric_name(key)
+            if parts is None or parts[0] == "test" or parts[1].endswith("_best"):
+                continue
+            panels.setdefault(parts[1], {}).setdefault(parts[0], []).append(
+                (int(row["epoch"]), float(value))
+            )
+    if not panels:
+        return None
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
-    for ax, metric, title in ((axes[0], "loss", "Loss"), (axes[1], "acc", "Accuracy")):
+    names = sorted(panels, key=lambda n: (n != "loss", n))  # the loss first
+    columns = min(len(names), 3)
+    rows = math.ceil(len(names) / columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(5.2 * columns, 4.0 * rows), squeeze=False, constrained_layout=True
+    )
+    for ax, name in zip(axes.flat, names, strict=False):
         for stage, style in (("train", "-o"), ("val", "-s")):
-            points = [
-                (row["epoch"], row[f"{stage}/{metric}"])
-                for row in history
-                if f"{stage}/{metric}" in row
-            ]
+            points = sorted(panels[name].get(stage, []))
             if points:
                 epochs, values = zip(*points, strict=True)
                 ax.plot(np.array(epochs) + 1, values, style, markersize=3, label=stage)
-        ax.set(title=title, xlabel="epoch")
+        monitored = split_metric_name(monitor) if monitor else None
+        if monitored is not None and monitored[1] == name and panels[name].get(monitored[0]):
+            _mark_best(ax, panels[name][monitored[0]], mode, monitored[0])
+        ax.set(title=name, xlabel="epoch")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
         ax.legend()
-    val_acc = [(row["epoch"], row["val/acc"]) for row in history if "val/acc" in row]
-    if val_acc:
-        best_epoch, best = max(val_acc, key=lambda point: point[1])
-        axes[1].axvline(best_epoch + 1, color="grey", linestyle=":", linewidth=1)
-        axes[1].annotate(
-            f"best val {best:.3f}\n(epoch {best_epoch + 1})",
-            (best_epoch + 1, best),
-            textcoords="offset points",
-            xytext=(-10, -30),
-            ha="right",
-            fontsize=9,
-        )
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    for ax in list(axes.flat)[len(names) :]:
+        ax.axis("off")
+    return _save(plt, fig, path)
+
+
+def _mark_best(ax: Any, points: list[tuple[int, float]], mode: str, stage: str) -> None:
+    pick = max if mode == "max" else min
+    epoch, best = pick(points, key=lambda point: point[1])
+    ax.axvline(epoch + 1, color="grey", linestyle=":", linewidth=1)
+    ax.annotate(
+        f"best {stage} {best:.3g}\n(epoch {epoch + 1})",
+        (epoch + 1, best),
+        textcoords="offset points",
+        xytext=(-10, -30 if mode == "max" else 20),
+        ha="right",
+        fontsize=9,
+    )
 
 
 def plot_confusion_matrix(
@@ -66,28 +117,62 @@ def plot_confusion_matrix(
     accuracy = np.trace(matrix) / max(matrix.sum(), 1)
     fig, ax = plt.subplots(figsize=(1.0 + 0.55 * n, 0.8 + 0.5 * n), constrained_layout=True)
     image = ax.imshow(rates, cmap="Blues", vmin=0, vmax=1)
-    for i in range(n):
-        for j in range(n):
-            if matrix[i, j]:
-                ax.text(
-                    j,
-                    i,
-                    str(int(matrix[i, j])),
-                    ha="center",
-                    va="center",
-                    fontsize=8,
-                    color="white" if rates[i, j] > 0.5 else "black",
-                )
+    if n <= 30:  # beyond that the counts are unreadable
+        for i in range(n):
+            for j in range(n):
+                if matrix[i, j]:
+                    ax.text(
+                        j,
+                        i,
+                        str(int(matrix[i, j])),
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white" if rates[i, j] > 0.5 else "black",
+                    )
+    ticks = range(n) if n <= 30 else []
     ax.set(
-        xticks=range(n),
-        yticks=range(n),
-        xticklabels=names,
-        yticklabels=names,
+        xticks=ticks,
+        yticks=ticks,
+        xticklabels=names if n <= 30 else [],
+        yticklabels=names if n <= 30 else [],
         xlabel="predicted",
         ylabel="true",
         title=f"Test confusion matrix (accuracy {accuracy:.3f})",
     )
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="fraction of true class")
+    return _save(plt, fig, path)
+
+
+def confusion_matrix(predicted: np.ndarray, true: np.ndarray, num_classes: int) -> np.ndarray:
+    """Counts of (true, predicted) pairs, rows by true class."""
+    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(matrix, (true.astype(np.int64), predicted.astype(np.int64)), 1)
+    return matrix
+
+
+def plot_predicted_vs_true(predicted: np.ndarray, true: np.ndarray, path: str | Path) -> Path:
+    """Each test sample as a point; on the diagonal, the prediction is right. R² and RMSE."""
+    plt = _pyplot()
+    predicted, true = np.ravel(predicted).astype(float), np.ravel(true).astype(float)
+    residual = float(np.sum((true - predicted) ** 2))
+    total = float(np.sum((true - true.mean()) ** 2))
+    r2 = 1 - residual / total if total > 0 else float("nan")
+    rmse = math.sqrt(residual / max(len(true), 1))
+    fig, ax = plt.subplots(figsize=(5.2, 5.0), constrained_layout=True)
+    ax.scatter(true, predicted, s=12, alpha=0.6)
+    low, high = float(min(true.min(), predicted.min())), float(max(true.max(), predicted.max()))
+    ax.plot([low, high], [low, high], color="grey", linestyle=":", linewidth=1)
+    ax.set(
+        xlabel="true",
+        ylabel="predicted",
+        title=f"Test set: R² {r2:.3f}, RMSE {rmse:.3g} ({len(true)} samples)",
+    )
+    ax.grid(alpha=0.3)
+    return _save(plt, fig, path)
+
+
+def _save(plt: Any, fig: Any, path: str | Path) -> Path:
     path = Path(path)
     fig.savefig(path, dpi=120)
     plt.close(fig)

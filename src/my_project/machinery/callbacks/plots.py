@@ -1,35 +1,53 @@
-"""Writes the learning curves (after fit) and the test confusion matrix (after test) as PNGs,
-and logs them as images to every logger that takes images (wandb)."""
+"""Plots of every run, for any module: learning curves after fit; after test, a confusion
+matrix (classification) or predicted against true values (regression). Written as PNGs into
+the run directory and logged to every logger that takes images (wandb).
+
+The task plot needs the module's outputs on the test set. A docs-style ``test_step`` returns
+nothing, so after each test batch ``(inputs, targets, ...)`` this callback runs the module's
+``forward`` on the inputs once more (without gradients): classification when the outputs are
+one score per class and the targets class indices, regression when both are one number per
+sample. Anything else (a ``forward`` that needs more than the inputs, dict batches) gets the
+learning curves only, and a line in the log saying why.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
+import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
+from torch import Tensor
 
-from ..plotting import plot_confusion_matrix, plot_learning_curves
+from ..plotting import (
+    confusion_matrix,
+    plot_confusion_matrix,
+    plot_learning_curves,
+    plot_predicted_vs_true,
+    split_metric_name,
+)
 
-CURVE_KEYS = ("train/loss", "train/acc", "val/loss", "val/acc")
+log = logging.getLogger(__name__)
 
 
 def log_image(trainer: Trainer, key: str, path: Path) -> None:
     """Send a PNG to the loggers that have Lightning's ``log_image`` (wandb; CSV has none)."""
     for logger in trainer.loggers:
-        log = getattr(logger, "log_image", None)
-        if callable(log):
-            log(key=key, images=[str(path)])
+        send = getattr(logger, "log_image", None)
+        if callable(send):
+            send(key=key, images=[str(path)])
 
 
 class PlotCallback(Callback):
-    """Keeps a per-epoch history of the epoch-level metrics and plots it.
+    """Keeps a per-epoch history of the epoch-level metrics, plots it, and plots the test set.
 
     Validation metrics are recorded when validation ends. Lightning calls callbacks'
-    ``on_train_epoch_end`` before the module's, where the train metrics are logged, so those
-    are recorded when the next epoch starts, at fit end, or when an epoch-end checkpoint is
-    written (a run resumed from it starts without them). The history is part of the
-    checkpoint, so a resumed run plots the whole run.
+    ``on_train_epoch_end`` before the module's, where epoch-level train metrics are often
+    logged, so those are recorded when the next epoch starts, at fit end, or when an epoch-end
+    checkpoint is written. The history is part of the checkpoint, so a resumed run plots the
+    whole run.
     """
 
     def __init__(
@@ -37,18 +55,26 @@ class PlotCallback(Callback):
         dirpath: str,
         curves_name: str = "learning_curves.png",
         confusion_name: str = "confusion_matrix.png",
+        predictions_name: str = "predictions.png",
+        max_test_samples: int = 100_000,
     ) -> None:
         self.dirpath = Path(dirpath)
         self.curves_name = curves_name
         self.confusion_name = confusion_name
+        self.predictions_name = predictions_name
+        self.max_test_samples = max_test_samples
         self.history: list[dict[str, float]] = []
+        self._outputs: list[Tensor] = []
+        self._targets: list[Tensor] = []
+        self._skip_reason: str | None = None
 
-    def _record(self, trainer: Trainer, epoch: int, prefix: str) -> None:
-        values = {
-            k: float(v)
-            for k, v in trainer.callback_metrics.items()
-            if k in CURVE_KEYS and k.startswith(prefix)
-        }
+    # -- learning curves -----------------------------------------------------------------
+    def _record(self, trainer: Trainer, epoch: int, stage: str) -> None:
+        values = {}
+        for key, value in trainer.callback_metrics.items():
+            parts = split_metric_name(key)
+            if parts is not None and parts[0] == stage and value.numel() == 1:
+                values[key] = float(value)
         if not values or epoch < 0:
             return
         row = next((r for r in self.history if r["epoch"] == epoch), None)
@@ -60,10 +86,10 @@ class PlotCallback(Callback):
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING:
-            self._record(trainer, trainer.current_epoch, "val/")
+            self._record(trainer, trainer.current_epoch, "val")
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._record(trainer, trainer.current_epoch - 1, "train/")
+        self._record(trainer, trainer.current_epoch - 1, "train")
 
     def on_save_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
@@ -72,29 +98,112 @@ class PlotCallback(Callback):
         # metrics are logged: record them now, and put the completed history in the checkpoint.
         processed = getattr(trainer.fit_loop.epoch_progress.current, "processed", 0)
         if processed > trainer.current_epoch:
-            self._record(trainer, trainer.current_epoch, "train/")
+            self._record(trainer, trainer.current_epoch, "train")
             if self.state_key in checkpoint.get("callbacks", {}):
                 checkpoint["callbacks"][self.state_key] = self.state_dict()
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._record(trainer, trainer.current_epoch - 1, "train/")
-        if trainer.is_global_zero and self.history:
-            self.dirpath.mkdir(parents=True, exist_ok=True)
-            path = plot_learning_curves(self.history, self.dirpath / self.curves_name)
+        self._record(trainer, trainer.current_epoch - 1, "train")
+        if not trainer.is_global_zero or not self.history:
+            return
+        monitor, mode = _monitored(trainer)
+        self.dirpath.mkdir(parents=True, exist_ok=True)
+        path = plot_learning_curves(self.history, self.dirpath / self.curves_name, monitor, mode)
+        if path is not None:
             log_image(trainer, "plots/learning_curves", path)
 
-    def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        confusion = getattr(pl_module, "test_confusion", None)
-        if confusion is None or trainer.sanity_checking:
+    # -- the test set: confusion matrix or predicted against true -------------------------
+    def on_test_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._outputs, self._targets, self._skip_reason = [], [], None
+
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if self._skip_reason is not None or dataloader_idx:
             return
-        matrix = confusion.compute()  # a collective under DDP: every rank must call it
-        if trainer.is_global_zero:
-            self.dirpath.mkdir(parents=True, exist_ok=True)
-            path = plot_confusion_matrix(matrix.cpu().numpy(), self.dirpath / self.confusion_name)
+        if sum(len(t) for t in self._targets) >= self.max_test_samples:
+            return
+        if not (isinstance(batch, (list, tuple)) and len(batch) >= 2):
+            self._skip_reason = "test batches are not (inputs, targets, ...)"
+            return
+        inputs, targets = batch[0], batch[1]
+        try:
+            with torch.no_grad():
+                predicted = pl_module(inputs)
+        except Exception as error:  # a forward that takes more than the inputs
+            self._skip_reason = f"forward(inputs) failed ({type(error).__name__}: {error})"
+            return
+        if not (isinstance(predicted, Tensor) and isinstance(targets, Tensor)):
+            self._skip_reason = "forward(inputs) or the targets are not tensors"
+            return
+        self._outputs.append(predicted.detach().float().cpu())
+        self._targets.append(targets.detach().cpu())
+
+    def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        # Every rank takes part in the gather (a collective), whatever it collected.
+        gathered = _gather(trainer, (self._outputs, self._targets, self._skip_reason))
+        if not trainer.is_global_zero:
+            return
+        reasons = [reason for _, _, reason in gathered if reason]
+        outputs = [t for outs, _, _ in gathered for t in outs]
+        targets = [t for _, tgts, _ in gathered for t in tgts]
+        if reasons or not outputs:
+            log.info(f"Plots: no test-set plot ({reasons[0] if reasons else 'no test batches'}).")
+            return
+        self._plot_test(trainer, torch.cat(outputs), torch.cat(targets))
+
+    def _plot_test(self, trainer: Trainer, outputs: Tensor, targets: Tensor) -> None:
+        self.dirpath.mkdir(parents=True, exist_ok=True)
+        per_sample = outputs.reshape(len(outputs), -1)
+        if per_sample.shape[1] > 1 and not targets.is_floating_point() and targets.dim() == 1:
+            classes = per_sample.shape[1]
+            matrix = confusion_matrix(
+                per_sample.argmax(dim=1).numpy(), targets.clamp(0, classes - 1).numpy(), classes
+            )
+            path = plot_confusion_matrix(matrix, self.dirpath / self.confusion_name)
             log_image(trainer, "plots/confusion_matrix", path)
+        elif per_sample.shape[1] == 1 and targets.numel() == len(outputs):
+            path = plot_predicted_vs_true(
+                per_sample[:, 0].numpy(),
+                targets.float().numpy(),
+                self.dirpath / self.predictions_name,
+            )
+            log_image(trainer, "plots/predictions", path)
+        else:
+            log.info(
+                f"Plots: no test-set plot for outputs of shape {tuple(outputs.shape)} and targets "
+                f"of shape {tuple(targets.shape)} (neither class scores nor one value a sample)."
+            )
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": [dict(row) for row in self.history]}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.history = list(state_dict.get("history", []))
+
+
+def _monitored(trainer: Trainer) -> tuple[str | None, str]:
+    """The metric the best-checkpoint callback monitors, and whether higher is better."""
+    for callback in trainer.checkpoint_callbacks:
+        monitor = getattr(callback, "monitor", None)
+        if monitor:
+            return str(monitor), str(getattr(callback, "mode", "min"))
+    return None, "min"
+
+
+def _gather(trainer: Trainer, value: Any) -> list[Any]:
+    """``value`` of every process (one list item each); ``[value]`` in one process."""
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if trainer.world_size <= 1 or not distributed:
+        return [value]
+    gathered: list[Any] = [None] * trainer.world_size
+    torch.distributed.all_gather_object(gathered, value)
+    return gathered

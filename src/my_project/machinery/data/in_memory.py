@@ -12,7 +12,6 @@ from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, RandomSampler
 
 from ..errors import UserError
-from ..strategies.samplers import evaluation_sampler
 from .batching import DeviceBatches, TensorBatchDataset, keep_batch
 from .resumable import EpochShuffleSampler, ResumableDataLoader, ResumableDeviceBatches
 
@@ -20,7 +19,7 @@ Split = tuple[torch.Tensor, torch.Tensor]
 
 
 class InMemoryDataModule(LightningDataModule):
-    """Holds `train`, `val` and `test` splits as (images, labels) tensors.
+    """Holds `train`, `val` and `test` splits as (inputs, targets) tensors.
 
     Subclasses implement :meth:`load`, returning a pool to split into train/val and, where
     the data set has an official test split, that split (else the test split is carved
@@ -35,9 +34,6 @@ class InMemoryDataModule(LightningDataModule):
     accelerator, giving it the whole data set is the user's call. ``pin_memory=None`` pins
     host batches when training on CUDA, so Lightning's ``non_blocking`` copies overlap.
     """
-
-    num_classes: int = 10
-    image_shape: tuple[int, int, int] = (1, 8, 8)
 
     def __init__(
         self,
@@ -120,10 +116,7 @@ class InMemoryDataModule(LightningDataModule):
             sampler = EpochShuffleSampler(dataset, seed=self.hparams.shuffle_seed)
             loader = ResumableDataLoader(dataset, sampler=sampler, **options)
         else:
-            # Under DDP, val/test samples are split across ranks without padded duplicates.
-            loader = DataLoader(
-                dataset, sampler=evaluation_sampler(dataset, self.trainer), **options
-            )
+            loader = DataLoader(dataset, shuffle=False, **options)
         if on_device:
             return self._device_batches(split, loader)
         return loader

@@ -79,15 +79,56 @@ def seed_and_precision(cfg: DictConfig) -> None:
 
 
 def model_for_data(cfg: DictConfig, datamodule: Any) -> Any:
-    """The LightningModule of ``cfg.model``, given what the data module says about the data."""
+    """The LightningModule of ``cfg.model``, given what it asks of the data.
+
+    Its config's values come first; of what the data module's ``model_kwargs()`` hook offers,
+    the model gets the arguments its ``__init__`` names and its config leaves unset
+    (`preflight/contract.py`).
+    """
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from ..preflight import contract
+
+    cls = contract.model_class(cfg.model._target_)
+    given = {
+        str(key)
+        for key in cfg.model
+        if not str(key).startswith("_") and not OmegaConf.is_missing(cfg.model, key)
+    }
+    offered = contract.offered_model_kwargs(datamodule)
+    wanted = contract.constructor_parameters(cls)
+    extra = {k: v for k, v in offered.items() if k in wanted and k not in given}
+    contract.check_model_arguments(cls, given, offered, type(datamodule).__name__)
+    return instantiate(cfg.model, **extra, _convert_="all")
+
+
+def data_name(cfg: DictConfig) -> str:
+    """The `data=` option as typed (e.g. `mnist`), else the data module's class name."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        choice = HydraConfig.get().runtime.choices.get("data")
+        if choice:
+            return str(choice)
+    return str(cfg.data._target_).rsplit(".", 1)[-1]
+
+
+def instantiate_data(cfg: DictConfig, **values: Any) -> Any:
+    """``instantiate(cfg.data)``, with ``values`` for the keys its config has (e.g. predict.py
+    asks for ``on_device=False`` where the data module has that switch)."""
     from hydra.utils import instantiate
 
-    return instantiate(
-        cfg.model,
-        num_classes=datamodule.num_classes,
-        image_shape=list(datamodule.image_shape),
-        _convert_="all",
-    )
+    return instantiate(cfg.data, **{k: v for k, v in values.items() if k in cfg.data})
+
+
+def datamodule(cfg: DictConfig, fit: bool, test: bool) -> Any:
+    """The LightningDataModule of ``cfg.data``, checked against what this run asks of it."""
+    from ..preflight import contract
+
+    data = instantiate_data(cfg)
+    contract.check_datamodule(data, str(cfg.data.get("_target_")), fit=fit, test=test)
+    return data
 
 
 def load_model(target: str, ckpt_path: str) -> Any:
@@ -96,31 +137,28 @@ def load_model(target: str, ckpt_path: str) -> Any:
 
     A file that is not such a checkpoint becomes a :class:`UserError` naming what to pass.
     """
-    from hydra.utils import get_class
-    from lightning.pytorch import LightningModule
+    from ..preflight.contract import model_class
 
-    model_class = get_class(target)
-    if not issubclass(model_class, LightningModule):
-        raise UserError(f"model._target_={target} is not a LightningModule.")
+    cls = model_class(target)
     try:
-        return model_class.load_from_checkpoint(ckpt_path, map_location="cpu")
+        return cls.load_from_checkpoint(ckpt_path, map_location="cpu")
     except (KeyError, RuntimeError, TypeError) as error:
         raise UserError(
-            f"{ckpt_path} is not a checkpoint of {model_class.__name__} ({type(error).__name__}: "
-            f"{error}). Pass a checkpoint written by this project's train.py."
+            f"{ckpt_path} is not a checkpoint of {cls.__name__} ({type(error).__name__}: "
+            f"{error}). Pass a checkpoint written by this project's train.py with the same "
+            "`model=`."
         ) from error
 
 
 def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     """Data, model (checked against the checkpoint), callbacks, loggers and Trainer of a fit."""
-    from hydra.utils import instantiate
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
-    datamodule = instantiate(cfg.data)
-    model = model_for_data(cfg, datamodule)
-    training = bool(cfg.get("train", True)) and is_rank_zero()
-    resumed = preflight.check_built(model, datamodule, ckpt_path, training=training)
+    fit, test = bool(cfg.get("train", True)), bool(cfg.get("test", True))
+    data = datamodule(cfg, fit=fit, test=test)
+    model = model_for_data(cfg, data)
+    resumed = preflight.check_built(model, data, ckpt_path, training=fit and is_rank_zero())
     if is_rank_zero():
         print_config_tree(config)
     callbacks = instantiate_group(cfg.get("callbacks"))
@@ -133,7 +171,7 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
         cfg=cfg,
         output_dir=Path(cfg.paths.output_dir),
         config=config,
-        datamodule=datamodule,
+        datamodule=data,
         model=model,
         trainer=trainer(cfg, callbacks, loggers),
         callbacks=callbacks,
@@ -145,12 +183,14 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
 
 def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
     """The checkpoint's model (rebuilt from its own hyperparameters), the data, a Trainer."""
-    from hydra.utils import instantiate
+
+    from ..preflight import contract
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
     model = load_model(cfg.model._target_, ckpt_path)
-    datamodule = instantiate(cfg.data)
+    data = datamodule(cfg, fit=False, test=True)
+    contract.check_model_fits_data(model, data, data_name(cfg))
     if is_rank_zero():
         print_config_tree(config)
     callbacks = instantiate_group(cfg.get("callbacks"))
@@ -159,7 +199,7 @@ def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
         cfg=cfg,
         output_dir=Path(cfg.paths.output_dir),
         config=config,
-        datamodule=datamodule,
+        datamodule=data,
         model=model,
         trainer=trainer(cfg, callbacks, loggers),
         callbacks=callbacks,

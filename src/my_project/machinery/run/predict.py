@@ -1,192 +1,282 @@
-"""Prediction entry point: class probabilities of a checkpoint's model, written as CSV.
+"""Prediction: `python predict.py ckpt_path=PATH` writes what a checkpoint's model predicts.
 
-`python predict.py ckpt_path=PATH` predicts the test split of `data`; `split=val` another
-split; `input_path=inputs.npy` the images in a numpy file. The model is rebuilt from the
-checkpoint alone, as in eval.py.
+For a split of `data` (`split=test`, the default; `train` or `val`) or for the inputs in a
+numpy file (`input_path=x.npy`), in a fixed order, into ``predictions.csv`` in the run
+directory. The model is rebuilt from the checkpoint alone, as in eval.py, for any module:
+
+- a module with its own ``predict_step`` gets each batch as the data module's loader gives it
+  (a ``.npy`` file's batches are ``(inputs,)``);
+- any other module gets each batch's inputs (its first element) through ``forward``.
+
+What comes back, a tensor or a dict of tensors a batch, becomes columns: one column for one
+value a sample (``prediction``, or the dict's key), ``<name>_<k>`` for several (``output_k``
+for a bare tensor). A split also writes its ``target``.
 """
 
 from __future__ import annotations
 
 import csv
 import os
-import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
-from ..config import print_config_tree
 from ..errors import UserError
 from . import entry
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
-    from torch.utils.data import DataLoader
 
 SPLITS = ("train", "val", "test")
 
 
-def load_inputs(path: str | Path, image_shape: Sequence[int]) -> np.ndarray:
-    """Read a .npy file of images shaped ``(N, *image_shape)``; (N, H, W) or one image also do.
+def predict(cfg: DictConfig) -> Path:
+    """Load the checkpoint's model, predict the inputs, write and return the CSV's path."""
+    from .. import preflight
+    from ..config import print_config_tree
+    from . import build
 
-    Anything else is a :class:`UserError` that names the shape the model takes.
+    entry.register()
+    ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
+    assert ckpt_path is not None
+    if not cfg.get("input_path") and cfg.split not in SPLITS:
+        raise UserError(f"split={cfg.split} is not a split; use one of {', '.join(SPLITS)}.")
+    config = build.masked_config(cfg)  # build
+    model = build.load_model(cfg.model._target_, ckpt_path)
+    batches: SplitBatches | NpyBatches
+    if cfg.get("input_path"):
+        batches = NpyBatches(cfg.input_path, model, int(cfg.batch_size))
+        source = str(cfg.input_path)
+    else:
+        batches = SplitBatches(split_loader(cfg, model), model)
+        source = f"the {cfg.split} split"
+    trainer = build.trainer(cfg, callbacks=[], loggers=[], enable_checkpointing=False)
+    if trainer.world_size > 1:
+        raise UserError(
+            f"predict runs in one process, but the trainer config asks for {trainer.world_size} "
+            "processes; pass `trainer.devices=1`."
+        )
+    output_dir = Path(cfg.paths.output_dir)  # record what runs
+    output_dir.mkdir(parents=True, exist_ok=True)
+    print_config_tree(config)
+    print_config_tree(config, save_to=output_dir / "config_tree.log")
+    outputs = trainer.predict(model, dataloaders=batches)  # run
+    columns = prediction_columns(outputs or [])  # record what came out
+    targets = batches.targets()
+    path = write_predictions(columns, output_dir / cfg.output_file, targets)
+    count = len(next(iter(columns.values())))
+    print(f"Wrote {count} predictions for {source} to {path}{score(columns, targets)}")
+    return path
+
+
+def split_loader(cfg: DictConfig, model: Any) -> Any:
+    """The loader of ``cfg.split`` of ``cfg.data``, in a fixed order (no shuffling)."""
+    from torch.utils.data import DataLoader
+
+    from ..preflight import contract
+    from . import build
+
+    # A loader that slices batches on the device (`data.on_device`) has no data set to re-read
+    # in a fixed order below: ask for a DataLoader.
+    datamodule = build.instantiate_data(cfg, on_device=False)
+    contract.check_model_fits_data(model, datamodule, build.data_name(cfg))
+    datamodule.prepare_data()
+    datamodule.setup("test" if cfg.split == "test" else "fit")
+    hook = getattr(datamodule, f"{cfg.split}_dataloader", None)
+    try:
+        loader = hook() if callable(hook) else None
+    except Exception as error:  # Lightning's default hook raises: the module has no such split
+        raise UserError(
+            f"{type(datamodule).__name__} gives no {cfg.split} split ({error}). Use another "
+            f"`split=` ({', '.join(SPLITS)}) or `input_path=inputs.npy`."
+        ) from error
+    if isinstance(loader, DataLoader):  # same data and collate function, in a fixed order
+        return DataLoader(
+            loader.dataset,
+            batch_size=int(cfg.batch_size),
+            shuffle=False,
+            collate_fn=loader.collate_fn,
+        )
+    return loader
+
+
+def _own_predict_step(model: Any) -> bool:
+    from lightning.pytorch import LightningModule
+    from lightning.pytorch.utilities.model_helpers import is_overridden
+
+    return is_overridden("predict_step", model, LightningModule)
+
+
+class SplitBatches:
+    """A split's batches as the model takes them, keeping each batch's targets on the side."""
+
+    def __init__(self, loader: Any, model: Any) -> None:
+        self.loader = loader
+        self.whole_batches = _own_predict_step(model)
+        self._targets: list[Any] = []
+
+    def __iter__(self) -> Iterator[Any]:
+        self._targets = []
+        for batch in self.loader:
+            if isinstance(batch, (list, tuple)):
+                if len(batch) >= 2:
+                    self._targets.append(batch[1])
+                yield batch if self.whole_batches else batch[0]
+            else:
+                yield batch
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def targets(self) -> torch.Tensor | None:
+        import torch
+
+        if not self._targets or not all(isinstance(t, torch.Tensor) for t in self._targets):
+            return None
+        return torch.cat([t.reshape(len(t), -1) if t.dim() > 1 else t for t in self._targets])
+
+
+class NpyBatches:
+    """Batches of the inputs in a ``.npy`` file, checked against the model's input shape."""
+
+    def __init__(self, path: str | Path, model: Any, batch_size: int) -> None:
+        import torch
+
+        shape = getattr(model, "hparams", {}).get("in_shape")
+        self.inputs = torch.from_numpy(load_inputs(path, shape))
+        self.batch_size = batch_size
+        self.whole_batches = _own_predict_step(model)
+
+    def __iter__(self) -> Iterator[Any]:
+        for start in range(0, len(self.inputs), self.batch_size):
+            inputs = self.inputs[start : start + self.batch_size]
+            yield (inputs,) if self.whole_batches else inputs
+
+    def __len__(self) -> int:
+        return -(-len(self.inputs) // self.batch_size)
+
+    def targets(self) -> torch.Tensor | None:
+        return None  # a file of inputs has no targets
+
+
+def load_inputs(path: str | Path, in_shape: Sequence[int] | None = None) -> np.ndarray:
+    """Read a .npy file of inputs shaped ``(N, *in_shape)``; one input alone (``in_shape``),
+    and (N, H, W) for one-channel images shaped (1, H, W), also do.
+
+    ``in_shape`` is the shape the model takes (its ``in_shape`` hyperparameter); without it
+    the file's first dimension is taken as N. Anything else is a :class:`UserError` that names
+    the shape the model takes.
     """
     import numpy as np
 
     path = Path(path)
-    shape = tuple(int(n) for n in image_shape)
-    expected = f"(N, {', '.join(map(str, shape))})"
+    shape = tuple(int(n) for n in in_shape) if in_shape is not None else None
+    expected = f"(N, {', '.join(map(str, shape))})" if shape is not None else "(N, ...)"
     if not path.is_file():
         raise UserError(
-            f"input_path={path} does not exist. Pass a .npy file of images shaped {expected}, "
+            f"input_path={path} does not exist. Pass a .npy file of inputs shaped {expected}, "
             "written with numpy.save."
         )
     try:
         array = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as error:
         raise UserError(
-            f"input_path={path} is not a readable .npy file ({error}). Write the images with "
-            f"`numpy.save(path, images)`, an array of numbers shaped {expected}."
+            f"input_path={path} is not a readable .npy file ({error}). Write the inputs with "
+            f"`numpy.save(path, inputs)`, an array of numbers shaped {expected}."
         ) from error
     if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
         raise UserError(
             f"input_path={path} holds {getattr(array, 'dtype', type(array))} data, not numbers; "
-            f"save the images as an array of numbers shaped {expected}."
+            f"save the inputs as an array of numbers shaped {expected}."
         )
-    one_channel = len(shape) == 3 and shape[0] == 1
-    if array.shape in (shape, shape[1:] if one_channel else None):
-        array = array[None]  # a single image
-    if one_channel and array.shape[1:] == shape[1:]:
-        array = array[:, None]
-    if array.shape[1:] != shape or len(array) == 0:
-        hint = f" or (N, {', '.join(map(str, shape[1:]))})" if one_channel else ""
+    if shape is not None:
+        one_channel = len(shape) == 3 and shape[0] == 1
+        if array.shape in (shape, shape[1:] if one_channel else None):
+            array = array[None]  # a single input
+        if one_channel and array.shape[1:] == shape[1:]:
+            array = array[:, None]
+        if array.shape[1:] != shape:
+            hint = f" or (N, {', '.join(map(str, shape[1:]))})" if one_channel else ""
+            raise UserError(
+                f"input_path={path} holds an array of shape {tuple(array.shape)}, but the model in "
+                f"this checkpoint takes inputs of shape {shape}. Pass a non-empty array shaped "
+                f"{expected}{hint}, preprocessed as in training."
+            )
+    if array.ndim == 0 or len(array) == 0:
+        raise UserError(f"input_path={path} holds no inputs; pass an array shaped {expected}.")
+    return array.astype(np.float32)
+
+
+def prediction_columns(outputs: Sequence[Any]) -> dict[str, torch.Tensor]:
+    """The CSV's columns from what ``predict`` returned for each batch (see the docstring)."""
+    import torch
+
+    if not outputs:
+        raise UserError("There is nothing to predict: the inputs are empty.")
+    first = outputs[0]
+    if isinstance(first, Mapping):
+        named = {key: torch.cat([_rows(batch[key]) for batch in outputs]) for key in first}
+    elif isinstance(first, torch.Tensor):
+        named = {"": torch.cat([_rows(batch) for batch in outputs])}
+    else:
         raise UserError(
-            f"input_path={path} holds an array of shape {tuple(array.shape)}, but the model in "
-            f"this checkpoint takes images of shape {shape}. Pass a non-empty array shaped "
-            f"{expected}{hint}, preprocessed as in training."
+            f"The model's predictions are {type(first).__name__}s; predict.py writes a tensor or "
+            "a dict of tensors per batch. Return one of those from `predict_step`."
         )
-    array = array.astype(np.float32)
-    low, high = float(array.min()), float(array.max())
-    if low < -0.01 or high > 1.01:
-        print(
-            f"Warning: the inputs range from {low:g} to {high:g}, but the built-in data modules "
-            "scale images to [0, 1] (e.g. 8-bit pixels divided by 255); check that the inputs "
-            "are scaled as in training.",
-            file=sys.stderr,
-        )
-    return array
+    columns: dict[str, torch.Tensor] = {}
+    for key, values in named.items():
+        if values.shape[1] == 1:
+            columns[key or "prediction"] = values[:, 0]
+        else:
+            for k in range(values.shape[1]):
+                columns[f"{key or 'output'}_{k}"] = values[:, k]
+    return columns
 
 
-def data_choice(cfg: DictConfig) -> str:
-    """The `data=` option as typed (e.g. `mnist`), else the data module's class name."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if HydraConfig.initialized():
-        choice = HydraConfig.get().runtime.choices.get("data")
-        if choice:
-            return str(choice)
-    return str(cfg.data._target_).rsplit(".", 1)[-1]
-
-
-def split_loader(cfg: DictConfig, split: str, image_shape: Sequence[int] | None) -> DataLoader:
-    """The loader of one split of ``cfg.data``, in a fixed order (no shuffling)."""
-    from hydra.utils import instantiate
-    from torch.utils.data import DataLoader
-
-    if split not in SPLITS:
-        raise UserError(f"split={split} is not a split; use one of {', '.join(SPLITS)}.")
-    # The split's loader is only a source of its data set, re-read below in a fixed order:
-    # ask for a DataLoader (`on_device` would hand out slices, which have no data set).
-    datamodule = instantiate(cfg.data, **({"on_device": False} if "on_device" in cfg.data else {}))
-    data_shape = tuple(getattr(datamodule, "image_shape", ()))
-    if image_shape is not None and data_shape and data_shape != tuple(image_shape):
-        raise UserError(
-            f"The checkpoint's model takes images of shape {tuple(image_shape)}, but "
-            f"data={data_choice(cfg)} gives {data_shape}. Pass the data the model was trained "
-            "on, e.g. `data=digits` or `data=mnist`."
-        )
-    datamodule.prepare_data()
-    datamodule.setup("test" if split == "test" else "fit")
-    loader = getattr(datamodule, f"{split}_dataloader")()
-    # Same data set and collate function as the module's loader, in a fixed order.
-    return DataLoader(
-        loader.dataset, batch_size=cfg.batch_size, shuffle=False, collate_fn=loader.collate_fn
-    )
+def _rows(tensor: Any) -> torch.Tensor:
+    """One row per sample, on the CPU."""
+    tensor = tensor.detach().cpu()
+    return tensor.reshape(len(tensor), -1) if tensor.dim() else tensor.reshape(1, 1)
 
 
 def write_predictions(
-    probabilities: torch.Tensor, path: Path, targets: torch.Tensor | None = None
+    columns: Mapping[str, torch.Tensor], path: Path, targets: torch.Tensor | None = None
 ) -> Path:
-    """CSV with one row per input: index, target (for a data split), prediction, prob_<class>.
+    """CSV with one row per input: index, (target,) then the columns.
 
     Written to a temporary file first, so an interrupted run leaves no half-written CSV.
     """
-    predictions = probabilities.argmax(dim=1)
-    header = ["index"] + (["target"] if targets is not None else []) + ["prediction"]
-    header += [f"prob_{k}" for k in range(probabilities.shape[1])]
+    table = dict(columns)
+    if targets is not None and len(targets) == len(next(iter(table.values()))):
+        if targets.dim() == 1:
+            table = {"target": targets, **table}
+        else:
+            table = {**{f"target_{k}": targets[:, k] for k in range(targets.shape[1])}, **table}
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".part")
+    values = [column.tolist() for column in table.values()]
     with open(partial, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(header)
-        for i, (row, predicted) in enumerate(
-            zip(probabilities.tolist(), predictions.tolist(), strict=True)
-        ):
-            target = [int(targets[i])] if targets is not None else []
-            writer.writerow([i, *target, predicted, *(f"{p:.6f}" for p in row)])
+        writer.writerow(["index", *table])
+        for i, row in enumerate(zip(*values, strict=True)):
+            writer.writerow([i, *(f"{v:.6f}" if isinstance(v, float) else v for v in row)])
     os.replace(partial, path)
     return path
 
 
-def predict(cfg: DictConfig) -> Path:
-    """Load the checkpoint's model, predict the inputs, write and return the CSV's path."""
-    from .. import preflight
-    from . import build
-
-    entry.register()
-    ckpt_path = preflight.check_config(cfg, checkpoint_required=True)
-    assert ckpt_path is not None
-    output_dir = Path(cfg.paths.output_dir)
-    config = build.masked_config(cfg)
-    print_config_tree(config)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    print_config_tree(config, save_to=output_dir / "config_tree.log")
-
-    import torch
-    from hydra.utils import instantiate
-    from torch.utils.data import DataLoader, TensorDataset
-
-    model = build.load_model(cfg.model._target_, ckpt_path)
-    image_shape = model.hparams.get("image_shape")
-    targets = None
-    if cfg.get("input_path"):
-        if image_shape is None:
-            raise UserError(f"{ckpt_path} does not record the image shape its model takes.")
-        inputs = torch.from_numpy(load_inputs(cfg.input_path, image_shape))
-        loader = DataLoader(TensorDataset(inputs), batch_size=cfg.batch_size, shuffle=False)
-        source = str(cfg.input_path)
-    else:
-        loader = split_loader(cfg, cfg.split, image_shape)
-        targets = torch.cat([batch[1] for batch in loader])
-        source = f"the {cfg.split} split"
-
-    trainer = instantiate(cfg.trainer, logger=False, callbacks=[], enable_checkpointing=False)
-    if trainer.world_size > 1:
-        raise UserError(
-            f"predict runs on one device, but the trainer config asks for {trainer.world_size} "
-            "processes; pass `trainer.devices=1`."
-        )
-    batches = trainer.predict(model, dataloaders=loader)
-    probabilities = torch.cat([batch.float().cpu() for batch in batches])
-    path = write_predictions(probabilities, output_dir / cfg.output_file, targets)
-    summary = f"Wrote {len(probabilities)} predictions for {source} to {path}"
-    if targets is not None:
-        accuracy = (probabilities.argmax(dim=1) == targets).float().mean().item()
-        summary += f" (accuracy {accuracy:.4f} against its labels)"
-    print(summary)
-    return path
+def score(columns: Mapping[str, torch.Tensor], targets: torch.Tensor | None) -> str:
+    """`` (accuracy ...)`` or `` (RMSE ...)`` against the split's targets, when they compare."""
+    predicted = columns.get("prediction")
+    if targets is None or predicted is None or targets.dim() != 1 or len(targets) != len(predicted):
+        return ""
+    if not targets.is_floating_point() and not predicted.is_floating_point():
+        accuracy = (predicted == targets).float().mean().item()
+        return f" (accuracy {accuracy:.4f} against its labels)"
+    rmse = (predicted.double() - targets.double()).pow(2).mean().sqrt().item()
+    return f" (RMSE {rmse:.4g} against its targets)"
 
 
 def main() -> None:

@@ -27,8 +27,10 @@ from typing import Any
 import torch
 from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
+from lightning.pytorch.trainer.states import RunningStage
 
 from ..distributed import at_job_end
+from .samplers import unpadded
 
 # Set in the launching process by the launcher (and by Lightning right after it); restored
 # when the job ends so that the next job of a multirun starts from a clean process.
@@ -191,7 +193,15 @@ class _HydraJobLauncher(_SubprocessScriptLauncher):
 
 
 class HydraDDPStrategy(DDPStrategy):
-    """Lightning's DDPStrategy with a Hydra-aware launcher for its `popen` start method."""
+    """Lightning's DDPStrategy with a Hydra-aware launcher for its `popen` start method, and
+    evaluation loaders that see each sample once (`samplers.unpadded`)."""
+
+    def process_dataloader(self, dataloader: object) -> object:
+        dataloader = super().process_dataloader(dataloader)
+        trainer = self.lightning_module.trainer if self.lightning_module is not None else None
+        if trainer is None or trainer.state.stage == RunningStage.TRAINING:
+            return dataloader
+        return unpadded(dataloader)
 
     def _configure_launcher(self) -> None:
         if self._start_method == "popen":

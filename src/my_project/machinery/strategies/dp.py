@@ -1,12 +1,16 @@
-"""`strategy="dp"` for Lightning 2: one process, the network's forward split across devices.
+"""`strategy="dp"` for Lightning 2: one process, the module's forward split across devices.
 
 Lightning 2 removed its DataParallel strategy (upstream PR 16748), which replicated the whole
 LightningModule on every step and so lost torchmetrics state and `self.log` calls made in
 the replicas. This strategy keeps everything on the root device instead: batches, every
-`*_step`, every metric update and every `self.log` run once there, and only the network's
-forward goes through :func:`torch.nn.parallel.data_parallel` (the module calls
-:func:`parallel_forward`). The module is never wrapped, so checkpoint keys are unchanged and
-checkpoints move freely between dp and non-dp runs.
+`*_step`, every metric update and every `self.log` run once there, and only what the
+module's ``forward`` computes goes through :func:`torch.nn.parallel.data_parallel`, for any
+LightningModule: at setup the strategy puts a splitting ``forward`` on the module instance
+(no wrapper around the module, so checkpoint keys are unchanged and checkpoints move freely
+between dp and non-dp runs), and takes it off at teardown.
+
+A step that never calls ``forward`` (``self(x)``) would run on one device while the user
+asked for several: the first training step that does so stops the run, saying why.
 
 `registry.register_strategies` registers it in Lightning's ``StrategyRegistry`` as ``dp``.
 """
@@ -16,11 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lightning.pytorch import LightningModule
 from lightning.pytorch.strategies import ParallelStrategy, Strategy
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch import Tensor, nn
+
+from ..errors import UserError
 
 DP_NAME = "dp"
 DP_NODES_MESSAGE = (
@@ -28,6 +33,10 @@ DP_NODES_MESSAGE = (
     "machine's GPUs by threads, so it cannot span {num_nodes} nodes. Use `trainer.strategy=ddp "
     "trainer.num_nodes={num_nodes}` (one process per GPU on every node) instead."
 )
+
+
+class ForwardNotCalledError(UserError):
+    """Under dp, a training step computed its outputs without the module's forward."""
 
 
 class DataParallelStrategy(ParallelStrategy):
@@ -104,8 +113,25 @@ class DataParallelStrategy(ParallelStrategy):
         if not self.splits_batches:
             rank_zero_warn(
                 f"strategy='dp' on {len(self.parallel_devices or ())} {self.root_device.type} "
-                "device(s): nothing is split, the network runs as on one device."
+                "device(s): nothing is split, the module runs as on one device."
             )
+
+    def setup(self, trainer: Any) -> None:
+        super().setup(trainer)
+        self._split = None
+        if self.splits_batches:
+            assert self.lightning_module is not None
+            self._split = SplitForward(self, self.lightning_module)
+            self._split.install()
+
+    def training_step(self, *args: Any, **kwargs: Any) -> Any:
+        output = super().training_step(*args, **kwargs)
+        split = getattr(self, "_split", None)
+        if split is not None and not split.checked:
+            split.checked = True
+            if split.calls == 0:
+                raise ForwardNotCalledError(split.not_called_message())
+        return output
 
     def model_to_device(self) -> None:
         assert self.model is not None, "the model must be set before it is moved"
@@ -127,53 +153,83 @@ class DataParallelStrategy(ParallelStrategy):
         return decision
 
     def teardown(self) -> None:
+        split = getattr(self, "_split", None)
+        if split is not None:
+            split.uninstall()
+            self._split = None
         # Skip ParallelStrategy.teardown: one process has no cluster environment to tear down.
         Strategy.teardown(self)
 
-    # -- the only parallel part: the network's forward ---------------------------------------
-    def forward_net(self, net: nn.Module, *inputs: Any) -> Any:
-        """``net(*inputs)`` with the batch (dim 0) split across ``parallel_devices``."""
-        if not self.splits_batches:
-            return net(*inputs)
-        device_type = self.root_device.type
-        replica: nn.Module = net
-        if torch.is_autocast_enabled(device_type):
-            replica = _AutocastReplica(net, device_type, torch.get_autocast_dtype(device_type))
+    def data_parallel(self, module: nn.Module, inputs: tuple[Any, ...], kwargs: dict) -> Any:
+        """``module(*inputs, **kwargs)`` with the batch (dim 0) split across the devices."""
         return nn.parallel.data_parallel(
-            replica,
+            module,
             inputs,
             device_ids=list(self.parallel_devices or ()),
             output_device=self.root_device,
+            module_kwargs=kwargs or None,
         )
 
 
-class _AutocastReplica(nn.Module):
-    """Runs ``net`` under the caller's autocast dtype.
+class SplitForward:
+    """The ``forward`` the dp strategy puts on a module instance while it runs.
 
-    `parallel_apply`'s worker threads re-enter autocast with only the *enabled* flag, so on
-    CUDA they fall back to float16 and `bf16-mixed` would silently run in fp16. Each replica
-    of this wrapper re-enters the dtype captured on the main thread.
+    Calling it runs the class's own ``forward`` through ``data_parallel``, on a replica of the
+    module per device. The replicas re-enter the caller's autocast dtype: ``parallel_apply``'s
+    worker threads re-enter autocast with only its *enabled* flag, so on CUDA `bf16-mixed`
+    would silently run in float16.
     """
 
-    def __init__(self, net: nn.Module, device_type: str, dtype: torch.dtype) -> None:
+    def __init__(self, strategy: DataParallelStrategy, module: nn.Module) -> None:
+        self.strategy = strategy
+        self.module = module
+        self.replicated = ClassForward(module)
+        self.calls = 0
+        self.checked = False
+
+    def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        device_type = self.strategy.root_device.type
+        self.replicated.autocast = (
+            (device_type, torch.get_autocast_dtype(device_type))
+            if torch.is_autocast_enabled(device_type)
+            else None
+        )
+        return self.strategy.data_parallel(self.replicated, inputs, kwargs)
+
+    def install(self) -> None:
+        # An instance attribute: nn.Module.__call__ looks `forward` up on the instance first.
+        object.__setattr__(self.module, "forward", self)
+
+    def uninstall(self) -> None:
+        if vars(self.module).get("forward") is self:
+            object.__delattr__(self.module, "forward")
+
+    def not_called_message(self) -> str:
+        name = type(self.module).__name__
+        return (
+            f"trainer.strategy=dp splits what {name}.forward computes across the GPUs, but "
+            f"{name}.training_step never called it (it calls its layers directly), so nothing "
+            "would be split. Compute the outputs with `self(x)` (which runs `forward`) in the "
+            "step, or use `trainer.strategy=ddp`."
+        )
+
+
+class ClassForward(nn.Module):
+    """What ``data_parallel`` replicates: a module whose forward is ``module``'s class forward.
+
+    The class's, not the instance's: the instance's is the `SplitForward` (kept in each
+    replica's copy of the module's attributes), which would split again.
+    """
+
+    def __init__(self, module: nn.Module) -> None:
         super().__init__()
-        self.net = net
-        self.device_type = device_type
-        self.dtype = dtype
+        self.module = module
+        self.autocast: tuple[str, torch.dtype] | None = None
 
-    def forward(self, *inputs: Any) -> Any:
-        with torch.autocast(self.device_type, dtype=self.dtype):
-            return self.net(*inputs)
-
-
-def parallel_forward(module: LightningModule, net: nn.Module, *inputs: Any) -> Any:
-    """Call ``net(*inputs)``; under the dp strategy, split across its devices.
-
-    A LightningModule routes its network call through this so that dp splits only the
-    network's forward; outside a Trainer, or under any other strategy, it is a plain call.
-    """
-    trainer = module._trainer  # `module.trainer` raises when no Trainer is attached
-    strategy = trainer.strategy if trainer is not None else None
-    if isinstance(strategy, DataParallelStrategy):
-        return strategy.forward_net(net, *inputs)
-    return net(*inputs)
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        forward = type(self.module).forward
+        if self.autocast is None:
+            return forward(self.module, *inputs, **kwargs)
+        with torch.autocast(self.autocast[0], dtype=self.autocast[1]):
+            return forward(self.module, *inputs, **kwargs)

@@ -1,30 +1,41 @@
 """Exact evaluation under DDP: each sample of a val/test set is seen by exactly one rank.
 
-Lightning gives val/test loaders a DistributedSampler, which pads the set with repeated
-samples until it divides by the world size; metrics then count those duplicates (271 test
-images on 2 ranks are scored as 272). An unpadded sampler leaves the last batches of some
+Lightning gives val/test loaders a ``DistributedSampler``, which pads the set with repeated
+samples until it divides by the world size; metrics then count those duplicates (89 test
+samples on 2 ranks are scored as 90). An unpadded sampler leaves the last batches of some
 ranks one sample short instead, which is safe for evaluation: DDP synchronises buffers only
-on the first evaluation batch, and torchmetrics sums the states of all ranks at the end.
+on the first evaluation batch, torchmetrics sums the states of all ranks at the end, and
+``self.log(..., sync_dist=True)`` weighs each rank's mean by its number of samples.
+
+For map-style data sets only: an iterable data set is sharded by its own code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sized
-from typing import Any
 
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
-from torch.utils.data import Sampler
+from lightning.pytorch.utilities.data import _update_dataloader
+from torch.utils.data import DataLoader, DistributedSampler
 
 
-def evaluation_sampler(dataset: Sized, trainer: Any) -> Sampler | None:
-    """A sampler for a val/test loader that splits ``dataset`` across ranks without padding.
+def unpadded(dataloader: object) -> object:
+    """``dataloader`` with Lightning's padding ``DistributedSampler`` of an evaluation loader
+    replaced by one that splits the data set across ranks without repeating samples.
 
-    None (let Lightning decide) outside a Trainer, in one process, or when the set is smaller
-    than the number of ranks (every rank must run at least one batch).
+    Anything else (a training loader, a sampler of the user's own, an iterable data set, a set
+    smaller than the number of ranks, where every rank must still get a batch) is returned as
+    it is.
     """
-    world_size = getattr(trainer, "world_size", 1) if trainer is not None else 1
-    if world_size <= 1 or len(dataset) < world_size:
-        return None
-    return UnrepeatedDistributedSampler(
-        dataset, num_replicas=world_size, rank=trainer.global_rank, shuffle=False
+    if not isinstance(dataloader, DataLoader):
+        return dataloader
+    sampler = dataloader.sampler
+    if type(sampler) is not DistributedSampler or sampler.shuffle or sampler.drop_last:
+        return dataloader
+    dataset = dataloader.dataset
+    if not isinstance(dataset, Sized) or len(dataset) < sampler.num_replicas:
+        return dataloader
+    exact = UnrepeatedDistributedSampler(
+        dataset, num_replicas=sampler.num_replicas, rank=sampler.rank, shuffle=False
     )
+    return _update_dataloader(dataloader, exact)

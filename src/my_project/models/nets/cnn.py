@@ -11,7 +11,7 @@ class CNN(nn.Module):
     def __init__(
         self,
         in_shape: Sequence[int],
-        num_classes: int,
+        num_outputs: int,
         channels: Sequence[int] = (16, 32),
         hidden: int = 64,
         dropout: float = 0.1,
@@ -38,7 +38,7 @@ class CNN(nn.Module):
             nn.Linear(in_channels * height * width, hidden),
             nn.ReLU(),
             nn.Dropout(dropout),
-            nn.Linear(hidden, num_classes),
+            nn.Linear(hidden, num_outputs),
         )
 
     def forward(self, x: Tensor) -> Tensor:

@@ -1,4 +1,4 @@
-"""A multilayer perceptron over flattened images."""
+"""A multilayer perceptron over flattened inputs (images, or rows of features)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ class MLP(nn.Module):
     def __init__(
         self,
         in_shape: Sequence[int],
-        num_classes: int,
+        num_outputs: int,
         hidden: Sequence[int] = (128, 64),
         dropout: float = 0.1,
     ) -> None:
@@ -22,7 +22,7 @@ class MLP(nn.Module):
         for size in hidden:
             layers += [nn.Linear(width, size), nn.ReLU(), nn.Dropout(dropout)]
             width = size
-        layers.append(nn.Linear(width, num_classes))
+        layers.append(nn.Linear(width, num_outputs))
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: Tensor) -> Tensor:
