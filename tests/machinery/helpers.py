@@ -25,13 +25,24 @@ CONFIG_DIR = config_dir()
 ON_CPU = ["trainer=cpu"]
 # Small and fast: a few epochs, no wandb unless a test asks for it.
 FAST = ["trainer.max_epochs=2", "logger=csv"]
+# The machinery's tests run on a team's own module and data written as the Lightning docs
+# write them (docs_style.py: LitClassifier, LitDataModule), configured as a team would
+# (configs/experiment/docs_style.yaml here), never on the example: a team that deletes the
+# example keeps them passing. Their metrics: train_loss, train_acc, val_acc, test_acc, ...
+MACHINERY_CONFIGS = Path(__file__).resolve().parent / "configs"
+SEARCH_MACHINERY_CONFIGS = f"hydra.searchpath=['file://{MACHINERY_CONFIGS}']"
+DOCS_STYLE = [SEARCH_MACHINERY_CONFIGS, "experiment=docs_style"]  # train.py
+# eval.py and predict.py (their configs have no `experiment` group, nor `monitor`)
+DOCS_STYLE_EVAL = [SEARCH_MACHINERY_CONFIGS, "model=docs_style", "data=docs_style"]
 
 
 def pinned(overrides: list[str] | tuple[str, ...]) -> list[str]:
-    """``overrides`` after `ON_CPU`, unless they pick a trainer preset themselves."""
+    """``overrides`` after `ON_CPU` (and after flags such as ``-m``), unless they pick a
+    trainer preset themselves."""
     if any(o.lstrip("+~").startswith("trainer=") for o in overrides):
         return list(overrides)
-    return [*ON_CPU, *overrides]
+    flags = [o for o in overrides if o.startswith("-")]
+    return [*flags, *ON_CPU, *(o for o in overrides if not o.startswith("-"))]
 
 
 def compose_config(

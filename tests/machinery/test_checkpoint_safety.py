@@ -11,7 +11,7 @@ import torch
 
 from my_project.machinery.reliability.atomic_io import AtomicCheckpointIO, atomic_torch_save
 
-from .helpers import FAST, clean_env, run_entry
+from .helpers import DOCS_STYLE, FAST, clean_env, run_entry
 
 # Writes step 1, then starts writing step 2 and is SIGKILLed with half of its bytes on disk.
 KILLED_MID_WRITE = """
@@ -69,6 +69,7 @@ def test_checkpoint_io_masks_secret_values_in_hyperparameters(
 def test_nan_loss_stops_at_its_step_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> None:
     result = run_entry(
         "train",
+        *DOCS_STYLE,
         *FAST,
         "callbacks.last_checkpoint.every_n_train_steps=5",
         "+callbacks.poison._target_=tests.machinery.fault_injection.PoisonWeightsAtStep",

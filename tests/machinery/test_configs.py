@@ -1,4 +1,5 @@
-"""Every option of every config group composes and resolves (Hydra compose API)."""
+"""Every option of the machinery's config groups composes and resolves (Hydra compose API),
+on a team's own module and data (the team's own groups: tests/project/test_configs.py)."""
 
 from __future__ import annotations
 
@@ -9,55 +10,43 @@ from omegaconf import OmegaConf
 
 from my_project.machinery.preflight.values import check_config_types
 
-from .helpers import CONFIG_DIR, compose_config
+from .helpers import CONFIG_DIR, DOCS_STYLE, DOCS_STYLE_EVAL, compose_config
 
-# Groups a user picks from on the command line; `hydra` is Hydra's own.
+# The machinery's groups (the team's are data, model, experiment, hparams_search).
+MACHINERY_GROUPS = ("trainer", "callbacks", "logger", "paths", "debug")
 GROUPS = sorted(
     str(path.parent.relative_to(CONFIG_DIR)) + "=" + path.stem
     for path in CONFIG_DIR.rglob("*.yaml")
-    if path.parent != CONFIG_DIR and path.parent.name != "hydra"
+    if path.parent != CONFIG_DIR and path.parent.name in MACHINERY_GROUPS
 )
-GLOBAL_GROUPS = ("experiment", "debug")
 
 
-def test_every_group_has_options() -> None:
-    groups = {option.split("=")[0] for option in GROUPS}
-    assert {
-        "data",
-        "model",
-        "model/net",
-        "trainer",
-        "logger",
-        "callbacks",
-        "paths",
-        "debug",
-        "experiment",
-    } <= groups
+def test_every_machinery_group_has_options() -> None:
+    assert {option.split("=")[0] for option in GROUPS} == set(MACHINERY_GROUPS)
 
 
 @pytest.mark.parametrize("override", GROUPS)
 def test_group_option_composes_and_resolves(override: str, tmp_path: Path) -> None:
-    group = override.split("=")[0]
     # Sub-configs of callbacks/logger are also selectable one at a time.
-    cfg = compose_config([override], tmp_path)
+    cfg = compose_config([*DOCS_STYLE, override], tmp_path)
     container = OmegaConf.to_container(cfg, resolve=True)
     assert container["paths"]["output_dir"] == str(tmp_path)
-    if group in ("data", "trainer", "model"):
-        assert "_target_" in container[group]
+    assert "_target_" in container["trainer"]
     check_config_types(cfg)  # every value matches its target's annotation
 
 
 def test_eval_config_requires_a_checkpoint(tmp_path: Path) -> None:
-    cfg = compose_config([], tmp_path, config_name="eval")
+    cfg = compose_config(DOCS_STYLE_EVAL, tmp_path, config_name="eval")
     assert OmegaConf.is_missing(cfg, "ckpt_path")
 
 
 def test_trainer_arguments_are_overridable(tmp_path: Path) -> None:
     # The defaults themselves are a generation-time choice (cookiecutter.json); the keys are not.
-    trainer = compose_config([], tmp_path).trainer
+    trainer = compose_config(DOCS_STYLE, tmp_path).trainer
     assert {"accelerator", "devices", "strategy", "precision", "max_epochs"} <= set(trainer)
     cfg = compose_config(
-        ["trainer.devices=2", "trainer.precision=bf16-mixed", "trainer.max_epochs=3"], tmp_path
+        [*DOCS_STYLE, "trainer.devices=2", "trainer.precision=bf16-mixed", "trainer.max_epochs=3"],
+        tmp_path,
     )
     assert (cfg.trainer.devices, cfg.trainer.precision, cfg.trainer.max_epochs) == (
         2,
@@ -79,6 +68,6 @@ def test_trainer_profiles_nothing_by_default_and_profiles_on_request(
 ) -> None:
     from hydra.utils import instantiate
 
-    cfg = compose_config(["trainer.accelerator=cpu", *overrides], tmp_path)
+    cfg = compose_config([*DOCS_STYLE, *overrides], tmp_path)
     trainer = instantiate(cfg.trainer, logger=False, enable_progress_bar=False)
     assert type(trainer.profiler).__name__ == profiler

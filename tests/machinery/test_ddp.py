@@ -1,4 +1,5 @@
-"""Real multi-process DDP on the CPU (gloo): `trainer.devices=2`, exact test metrics, torchrun, `-m`.
+"""Real multi-process DDP on the CPU (gloo): `trainer.devices=2`, exact test metrics, torchrun, `-m`,
+on a team's own module and data module (docs_style.py: plain DataLoaders, `self.log`).
 
 Each run starts two Python processes on a shared 2-core machine, so epochs are tiny and
 timeouts generous.
@@ -12,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import ON_CPU, ROOT, clean_env, read_metrics, run_entry
+from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, ON_CPU, ROOT, clean_env, read_metrics, run_entry
 
-# 1797 digits * 0.151 = 271 test images: not divisible by 2 ranks. With a batch of 45,
-# rank 0 gets 136 images in 4 batches and rank 1 gets 135 in 3.
-ODD_TEST_SET = ["data.test_fraction=0.151", "data.batch_size=45"]
-N_TEST = 271
+# 89 test samples (a prime: no number of ranks divides it). With a batch of 32, rank 0 gets 45
+# in 2 batches and rank 1 gets 44; a padding sampler would score 90, one of them twice.
+N_TEST = 89
 
 
 def runs_under(log_dir: Path) -> list[Path]:
@@ -33,9 +33,10 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     log_dir = tmp_path_factory.mktemp("ddp_logs")
     result = run_entry(
         "train",
+        *DOCS_STYLE,
         "trainer.devices=2",
         "trainer.max_epochs=2",
-        *ODD_TEST_SET,
+        f"data.test_size={N_TEST}",
         env=clean_env(MY_PROJECT_LOG_DIR=str(log_dir)),
         timeout=420,
     )
@@ -60,30 +61,30 @@ def test_two_devices_on_cpu_leave_one_run_directory_with_one_of_each_output(
         "checkpoints/last.ckpt",
     ):
         assert (run / name).is_file(), name
-    assert read_metrics(run)["test/acc"] > 0.5
+    assert read_metrics(run)["test_acc"] > 0.5
 
 
 @pytest.mark.slow
-def test_ddp_test_accuracy_counts_each_test_image_once(ddp_run: Path, tmp_path: Path) -> None:
-    """The DDP run's test accuracy equals a one-process evaluation of the same checkpoint,
-    on a test set of odd size (padding would have scored 272 images, one of them twice)."""
+def test_ddp_test_metrics_count_each_test_sample_once(ddp_run: Path, tmp_path: Path) -> None:
+    """The DDP run's test metrics equal a one-process evaluation of the same checkpoint, on a
+    test set of prime size: the accuracy (torchmetrics) exactly, the loss (`self.log` with
+    `sync_dist=True`, weighted by each rank's samples) to float precision."""
     run = runs_under(ddp_run)[0]
-    ddp_acc = read_metrics(run)["test/acc"]
-    assert ddp_acc * N_TEST == pytest.approx(round(ddp_acc * N_TEST), abs=1e-3)
-
+    ddp = read_metrics(run)
     best = next((run / "checkpoints").glob("epoch_*.ckpt"))
     result = run_entry(
         "eval",
+        *DOCS_STYLE_EVAL,
         f"ckpt_path={best}",
-        *ODD_TEST_SET,
-        "trainer.accelerator=cpu",
-        "trainer.devices=1",
+        f"data.test_size={N_TEST}",
         "logger=none",
         f"hydra.run.dir={tmp_path}",
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert read_metrics(tmp_path)["test/acc"] == ddp_acc
+    single = read_metrics(tmp_path)
+    assert single["test_acc"] == ddp["test_acc"]
+    assert single["test_loss"] == pytest.approx(ddp["test_loss"], rel=1e-6)
 
 
 @pytest.mark.slow
@@ -97,6 +98,7 @@ def test_torchrun_on_cpu_makes_one_run_directory(tmp_path: Path) -> None:
             "--nproc_per_node=2",
             str(ROOT / "train.py"),
             *ON_CPU,
+            *DOCS_STYLE,
             "trainer.devices=2",
             "trainer.max_epochs=1",
             "logger=csv",
@@ -111,7 +113,7 @@ def test_torchrun_on_cpu_makes_one_run_directory(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     runs = runs_under(tmp_path)
     assert len(runs) == 1, runs  # both ranks agreed on one timestamped directory
-    assert read_metrics(runs[0])["test/acc"] > 0.3
+    assert read_metrics(runs[0])["test_acc"] > 0.3
     assert result.stdout.count("CONFIG") == 1  # the config tree comes from rank 0 only
 
 
@@ -120,6 +122,7 @@ def test_multirun_with_two_devices_runs_each_job_as_one_ddp_run(tmp_path: Path) 
     result = run_entry(
         "train",
         "-m",
+        *DOCS_STYLE,
         "trainer.devices=2",
         "trainer.max_epochs=1",
         "model.lr=0.003,0.02",
@@ -138,4 +141,4 @@ def test_multirun_with_two_devices_runs_each_job_as_one_ddp_run(tmp_path: Path) 
     assert [run.name for run in runs] == ["0", "1"], runs  # no stray runs or nested sweeps
     for run, lr in zip(runs, ("0.003", "0.02"), strict=True):
         assert f"model.lr={lr}" in (run / ".hydra" / "overrides.yaml").read_text()
-        assert read_metrics(run)["test/acc"] > 0.1
+        assert read_metrics(run)["test_acc"] > 0.1

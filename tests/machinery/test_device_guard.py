@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import torch
-from hydra.utils import instantiate
 from lightning.pytorch import Callback, LightningModule, Trainer
 from omegaconf import OmegaConf
 from torch import Tensor, nn
@@ -25,9 +24,9 @@ from my_project.machinery.devices.guard import (
     find_device_problems,
 )
 from my_project.machinery.errors import UserError
-from my_project.models.classifier import ImageClassifier
 
-from .helpers import FAST, compose_config, run_entry
+from .docs_style import LitClassifier, LitDataModule
+from .helpers import DOCS_STYLE, FAST, compose_config, run_entry
 
 # -- modules with the classic mistakes ---------------------------------------------------------
 
@@ -80,15 +79,15 @@ class DictOfMetrics(Tiny):
         self.metrics = {"acc": MulticlassAccuracy(num_classes=3), "total": SumMetric()}
 
 
-class BrokenClassifier(ImageClassifier):
-    """The template's classifier plus a running total kept as a plain tensor attribute."""
+class BrokenClassifier(LitClassifier):
+    """A team's docs-style classifier plus a running total kept as a plain tensor attribute."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.total = torch.tensor(0.0)
 
 
-class BrokenOnRankOneClassifier(ImageClassifier):
+class BrokenOnRankOneClassifier(LitClassifier):
     """Broken in the second DDP process only: the first must stop too, not wait forever."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -116,9 +115,8 @@ def make_trainer(*callbacks: Callback, max_epochs: int = 1) -> Trainer:
     )
 
 
-def template_model(tmp_path: Path, net: str = "mlp") -> ImageClassifier:
-    cfg = compose_config([f"model/net={net}"], tmp_path)
-    return instantiate(cfg.model, num_classes=10, image_shape=[1, 8, 8], _convert_="all")
+def docs_style_model() -> LitClassifier:
+    return LitClassifier(num_features=16, num_classes=4)
 
 
 # -- the walk ----------------------------------------------------------------------------------
@@ -163,9 +161,8 @@ def test_meta_device_shows_stale_tensors_without_a_gpu() -> None:
     assert issubclass(DevicePlacementError, UserError)  # train.py prints it, exit code 2
 
 
-@pytest.mark.parametrize("net", ["mlp", "cnn"])
-def test_template_module_reports_nothing_before_and_after_meta(tmp_path: Path, net: str) -> None:
-    model = template_model(tmp_path, net)
+def test_docs_style_module_reports_nothing_before_and_after_meta() -> None:
+    model = docs_style_model()
     assert find_device_problems(model) == []
     check_device_placement(model.to("meta"))
     assert model.device == torch.device("meta")
@@ -313,12 +310,9 @@ def test_guard_checks_once_per_run_and_never_per_step(monkeypatch: pytest.Monkey
     }
 
 
-def test_template_trains_with_the_guard_on(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    cfg = compose_config(["data.batch_size=256"], tmp_path)
-    datamodule = instantiate(cfg.data)
-    model = template_model(tmp_path)
+def test_docs_style_module_trains_with_the_guard_on(caplog: pytest.LogCaptureFixture) -> None:
+    datamodule = LitDataModule(batch_size=64)
+    model = docs_style_model()
     trainer = Trainer(
         accelerator="cpu",
         max_epochs=1,
@@ -333,18 +327,20 @@ def test_template_trains_with_the_guard_on(
     with caplog.at_level(logging.INFO, logger=guard_callback.__name__):
         trainer.fit(model, datamodule=datamodule)
     assert trainer.global_step == 3
-    assert "every tensor of ImageClassifier follows it to cpu" in caplog.text
+    assert "every tensor of LitClassifier follows it to cpu" in caplog.text
 
 
 # -- the entry point ---------------------------------------------------------------------------
 
 
 def test_default_callbacks_include_the_strict_guard(tmp_path: Path) -> None:
-    guard = compose_config([], tmp_path).callbacks.device_guard
+    guard = compose_config(DOCS_STYLE, tmp_path).callbacks.device_guard
     assert guard._target_ == "my_project.machinery.callbacks.device_guard.DeviceGuard"
     assert guard.strict is True
-    assert compose_config([], tmp_path, config_name="eval").callbacks.device_guard.strict
-    assert "device_guard" not in compose_config(["~callbacks.device_guard"], tmp_path).callbacks
+    eval_cfg = compose_config(DOCS_STYLE[:1], tmp_path, config_name="eval")
+    assert eval_cfg.callbacks.device_guard.strict
+    without = compose_config([*DOCS_STYLE, "~callbacks.device_guard"], tmp_path)
+    assert "device_guard" not in without.callbacks
 
 
 @pytest.mark.slow
@@ -352,7 +348,9 @@ def test_train_py_stops_a_broken_model_with_the_fix_and_writes_no_checkpoint(
     tmp_path: Path,
 ) -> None:
     target = f"{__name__}.BrokenClassifier"
-    result = run_entry("train", *FAST, f"model._target_={target}", f"hydra.run.dir={tmp_path}")
+    result = run_entry(
+        "train", *DOCS_STYLE, *FAST, f"model._target_={target}", f"hydra.run.dir={tmp_path}"
+    )
     assert result.returncode == 2, result.stderr[-3000:]
     assert "`total`: plain tensor attribute" in result.stderr
     assert 'register_buffer("total"' in result.stderr
@@ -366,6 +364,7 @@ def test_ddp_stops_every_process_when_one_finds_a_problem(tmp_path: Path) -> Non
     collective with a gloo "Connection closed by peer" traceback (with NCCL: hangs)."""
     result = run_entry(
         "train",
+        *DOCS_STYLE,
         *FAST,
         "trainer.devices=2",
         "trainer.strategy=ddp",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,15 +11,15 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from lightning.pytorch.accelerators import CUDAAccelerator
 from omegaconf import OmegaConf, open_dict
-from torch.utils.data import DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from my_project.data.digits import DigitsDataModule
 from my_project.machinery.distributed import is_rank_zero
 from my_project.machinery.errors import UserError
 from my_project.machinery.preflight.devices import check_devices, strategy_names
 from my_project.machinery.strategies.ddp import hydra_job_command
+from my_project.machinery.strategies.samplers import unpadded
 
-from .helpers import CONFIG_DIR, compose_config, run_entry
+from .helpers import CONFIG_DIR, DOCS_STYLE, compose_config, run_entry
 
 
 def check(**trainer: object) -> None:
@@ -95,34 +94,35 @@ def test_all_devices_on_a_cpu_asks_for_a_number() -> None:
 
 @pytest.mark.slow
 def test_unknown_strategy_on_the_command_line_exits_2_before_writing(tmp_path: Path) -> None:
-    result = run_entry("train", "trainer.strategy=nonsense", f"hydra.run.dir={tmp_path}")
+    result = run_entry(
+        "train", *DOCS_STYLE, "trainer.strategy=nonsense", f"hydra.run.dir={tmp_path}"
+    )
     assert result.returncode == 2
     assert "Valid names: auto, dp, ddp" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "config.yaml").exists()
 
 
-@pytest.mark.parametrize("size", [271, 3])
+@pytest.mark.parametrize("size", [89, 3])
 def test_eval_loaders_split_the_set_across_ranks_without_duplicates(size: int) -> None:
-    # The DataLoader path (`data.on_device=true` shards its own slices: test_performance.py).
-    data = DigitsDataModule(test_fraction=size / 1797, val_fraction=0.15, on_device=False)
-    data.setup()
-    assert len(data.splits["test"][1]) == size
+    """What the DDP strategy makes of the padding sampler Lightning gives an evaluation loader."""
+    dataset = TensorDataset(torch.arange(size))
     seen: list[int] = []
     for rank in (0, 1):
-        data.trainer = SimpleNamespace(world_size=2, global_rank=rank)
-        seen += list(data.test_dataloader().sampler)
-        assert not isinstance(data.train_dataloader().sampler, DistributedSampler)
+        padded = DistributedSampler(dataset, num_replicas=2, rank=rank, shuffle=False)
+        assert padded.total_size == size + 1  # Lightning's: one sample twice
+        loader = unpadded(DataLoader(dataset, batch_size=32, sampler=padded))
+        seen += [int(i) for (batch,) in loader for i in batch]
     assert sorted(seen) == list(range(size))
-    # What Lightning would inject otherwise: a padded sampler that repeats one image.
-    padded = DistributedSampler(range(size), num_replicas=2, rank=0, shuffle=False)
-    assert padded.total_size == size + 1
 
 
-def test_eval_loaders_are_untouched_in_one_process() -> None:
-    data = DigitsDataModule(on_device=False)
-    data.setup()
-    data.trainer = SimpleNamespace(world_size=1, global_rank=0)
-    assert not isinstance(data.test_dataloader().sampler, DistributedSampler)
+def test_training_loaders_and_tiny_sets_keep_their_sampler() -> None:
+    dataset = TensorDataset(torch.arange(10))
+    shuffled = DistributedSampler(dataset, num_replicas=2, rank=0, shuffle=True)
+    train = DataLoader(dataset, sampler=shuffled)
+    assert unpadded(train) is train  # training shards stay equal (padded) on purpose
+    one = TensorDataset(torch.arange(1))
+    tiny = DataLoader(one, sampler=DistributedSampler(one, num_replicas=2, rank=1, shuffle=False))
+    assert unpadded(tiny) is tiny  # every rank must still get a batch
 
 
 @pytest.fixture
@@ -133,7 +133,9 @@ def multirun_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     job_dir = tmp_path / "sweep dir, with 'quotes'=1" / "1"
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(
-            "train", overrides=["model.lr=0.01", "trainer.devices=2"], return_hydra_config=True
+            "train",
+            overrides=[*DOCS_STYLE, "model.lr=0.01", "trainer.devices=2"],
+            return_hydra_config=True,
         )
     with open_dict(cfg):
         cfg.hydra.runtime.output_dir = str(job_dir)
@@ -182,6 +184,7 @@ def test_slurm_launcher_takes_nodes_and_tasks_from_the_trainer() -> None:
         cfg = compose(
             "train",
             overrides=[
+                *DOCS_STYLE,
                 "hydra/launcher=slurm",
                 "trainer=ddp",
                 "trainer.devices=4",

@@ -16,7 +16,7 @@ from my_project.machinery.devices.choice import DeviceChoice
 from my_project.machinery.doctor import explain, plan_devices
 from my_project.machinery.errors import UserError
 
-from .helpers import ROOT, clean_env, compose_config, run_entry
+from .helpers import DOCS_STYLE, ROOT, clean_env, compose_config, run_entry
 
 DOCTOR = [sys.executable, "-m", "my_project.machinery.doctor"]
 # Tiny runs; on a machine with GPUs, `trainer.devices=2` stays a 2-process CPU run.
@@ -55,7 +55,7 @@ def plan_rows(stdout: str) -> dict[str, str]:
 def report_then_train(overrides: list[str], tmp_path: Path) -> tuple[dict[str, str], str, dict]:
     """Run the doctor, then train.py with the same overrides; the plan, the why, the record."""
     run_dir = tmp_path / "run"
-    args = [*overrides, *TINY, f"hydra.run.dir={run_dir}"]
+    args = [*DOCS_STYLE, *overrides, *TINY, f"hydra.run.dir={run_dir}"]
     report = run_doctor(*args, log_dir=tmp_path / "logs")
     assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-3000:]
     assert not run_dir.exists() and not (tmp_path / "logs").exists(), "the doctor wrote files"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import clean_env, read_wandb_records, run_entry
+from .helpers import DOCS_STYLE, clean_env, read_wandb_records, run_entry
 
 
 def history_keys(run_file: Path) -> dict[str, float]:
@@ -25,6 +25,7 @@ def test_wandb_without_credentials_runs_offline_and_logs_accuracy(tmp_path: Path
     run_dir = tmp_path / "run"
     result = run_entry(
         "train",
+        *DOCS_STYLE,
         "trainer.max_epochs=1",
         "logger=wandb",
         f"hydra.run.dir={run_dir}",
@@ -37,8 +38,8 @@ def test_wandb_without_credentials_runs_offline_and_logs_accuracy(tmp_path: Path
     runs = list((run_dir / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     history = history_keys(next(runs[0].glob("run-*.wandb")))
-    assert {"train/acc", "val/acc", "test/acc"} <= set(history)
-    assert 0.0 < float(history["test/acc"]) <= 1.0
+    assert {"train_acc_epoch", "val_acc", "test_acc"} <= set(history)
+    assert 0.0 < float(history["test_acc"]) <= 1.0
 
 
 @pytest.mark.parametrize(
@@ -48,7 +49,11 @@ def test_file_loggers_write_into_the_run_directory(
     tmp_path: Path, logger: str, expected: str
 ) -> None:
     result = run_entry(
-        "train", "trainer.max_epochs=1", f"logger={logger}", f"hydra.run.dir={tmp_path}"
+        "train",
+        *DOCS_STYLE,
+        "trainer.max_epochs=1",
+        f"logger={logger}",
+        f"hydra.run.dir={tmp_path}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / expected).exists()

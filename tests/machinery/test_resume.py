@@ -1,9 +1,13 @@
 """Kill and resume without loss: real training runs stopped by SIGKILL, SIGTERM and Ctrl-C.
 
-A test-only callback (tests/fault_injection.py) pauses the run right after a chosen training
-step, in the middle of an epoch, so the signal always lands at the same point. Every run uses
-the same seed with `trainer.deterministic=true`, so an interrupted and resumed run must end
+A test-only callback (fault_injection.py) pauses the run right after a chosen training step,
+in the middle of an epoch, so the signal always lands at the same point. Every run uses the
+same seed with `trainer.deterministic=true`, so an interrupted and resumed run must end
 bit-identical to one that never stopped: metrics, weights, the CSV log and the plotted history.
+
+The module is a team's own (docs_style.py), on three data paths: its plain DataLoader (which
+the template makes resumable), and the template's in-memory base through a DataLoader or
+sliced on the device.
 """
 
 from __future__ import annotations
@@ -17,18 +21,25 @@ from pathlib import Path
 import pytest
 import torch
 
-from .helpers import ON_CPU, ROOT, clean_env, read_metrics, run_entry
+from .helpers import DOCS_STYLE, ON_CPU, ROOT, clean_env, read_metrics, run_entry
 
-# 2 epochs of 20 batches; last.ckpt every 5 steps and at each epoch end.
+# 2 epochs of 16 batches; last.ckpt every 5 steps and at each epoch end.
 RUN = [
     *ON_CPU,
+    *DOCS_STYLE,
     "trainer.max_epochs=2",
     "logger=csv",
     "trainer.deterministic=true",
     "seed=7",
     "callbacks.last_checkpoint.every_n_train_steps=5",
 ]
-PAUSE_STEP = 27  # epoch 1, batch 7: two steps after the step-25 checkpoint
+PAUSE_STEP = 27  # epoch 1, batch 11: two steps after the step-25 checkpoint
+# The data module of each data path (the in-memory ones share a reference run).
+DATA = {
+    "plain DataLoader": [],
+    "in-memory DataLoader": ["data=toy_in_memory", "data.on_device=false"],
+    "in-memory on device": ["data=toy_in_memory", "data.on_device=true"],
+}
 
 
 def start_paused_run(run_dir: Path, marker: Path, *extra: str) -> subprocess.Popen[str]:
@@ -74,7 +85,7 @@ def checkpoint(run_dir: Path, name: str = "last.ckpt") -> dict:
 def assert_same_run(resumed: Path, reference: Path) -> None:
     assert read_metrics(resumed) == read_metrics(reference)
     got, want = checkpoint(resumed), checkpoint(reference)
-    assert got["global_step"] == want["global_step"] == 40 and got["epoch"] == want["epoch"] == 1
+    assert got["global_step"] == want["global_step"] == 32 and got["epoch"] == want["epoch"] == 1
     assert got["state_dict"].keys() == want["state_dict"].keys()
     for key, value in want["state_dict"].items():
         assert torch.equal(got["state_dict"][key], value), key
@@ -88,44 +99,57 @@ def assert_same_run(resumed: Path, reference: Path) -> None:
     ).read_text()
 
 
+class References:
+    """The uninterrupted run every interrupted one is compared with, one per data module."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.runs = root, {}
+
+    def __call__(self, data: list[str]) -> Path:
+        key = data[0] if data else "plain"
+        if key not in self.runs:
+            run_dir = self.root / key.replace("=", "_")
+            result = run_entry("train", *RUN, *data, f"hydra.run.dir={run_dir}")
+            assert result.returncode == 0, result.stderr[-3000:]
+            self.runs[key] = run_dir
+        return self.runs[key]
+
+
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The uninterrupted run every interrupted one is compared with."""
-    run_dir = tmp_path_factory.mktemp("reference")
-    result = run_entry("train", *RUN, f"hydra.run.dir={run_dir}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> References:
+    return References(tmp_path_factory.mktemp("reference"))
 
 
 @pytest.mark.slow
 def test_two_seeded_deterministic_runs_are_bit_identical(
-    reference_run: Path, tmp_path: Path
+    reference_run: References, tmp_path: Path
 ) -> None:
     result = run_entry("train", *RUN, f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert_same_run(tmp_path, reference_run)
+    assert_same_run(tmp_path, reference_run([]))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("data_path", ["data.on_device=false", "data.on_device=true"])
+@pytest.mark.parametrize("data_path", list(DATA))
 def test_kill_9_mid_epoch_then_resume_matches_an_uninterrupted_run(
-    reference_run: Path, tmp_path: Path, data_path: str
+    reference_run: References, tmp_path: Path, data_path: str
 ) -> None:
-    """On both data paths: through the DataLoader, and sliced without one (its position in the
-    epoch is saved and restored the same way). The reference run slices its batches in place
-    (`auto` on CPU); both paths draw the same numbers, so they must agree."""
+    """On every data path: the team's plain DataLoader (made resumable by the template), the
+    in-memory base through a DataLoader, and sliced without one (its position in the epoch is
+    saved and restored the same way). The in-memory reference slices its batches in place
+    (`auto` on CPU); both of its paths draw the same numbers, so they must agree."""
     run_dir, marker = tmp_path / "run", tmp_path / "paused"
-    code, _ = stop(start_paused_run(run_dir, marker, data_path), signal.SIGKILL)
+    code, _ = stop(start_paused_run(run_dir, marker, *DATA[data_path]), signal.SIGKILL)
     assert code == -signal.SIGKILL
     # The newest complete checkpoint is the step-25 one, in the middle of epoch 1.
     saved = checkpoint(run_dir)
     assert (saved["epoch"], saved["global_step"]) == (1, 25)
-    assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] == 5
+    assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] == 9
     assert not list((run_dir / "checkpoints").glob(".partial-*"))
 
     result = run_entry("train", f"resume={run_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert_same_run(run_dir, reference_run)
+    assert_same_run(run_dir, reference_run(DATA[data_path]))
     # Hydra's record of the original command is kept; the resumed one is recorded beside it.
     assert "ckpt_path" not in (run_dir / ".hydra" / "overrides.yaml").read_text()
     (resumed_record,) = (run_dir / ".hydra").glob("resume_*/overrides.yaml")
@@ -134,7 +158,7 @@ def test_kill_9_mid_epoch_then_resume_matches_an_uninterrupted_run(
 
 @pytest.mark.slow
 def test_sigterm_mid_epoch_saves_a_checkpoint_that_resumes_exactly(
-    reference_run: Path, tmp_path: Path
+    reference_run: References, tmp_path: Path
 ) -> None:
     run_dir, marker = tmp_path / "run", tmp_path / "paused"
     code, output = stop(start_paused_run(run_dir, marker), signal.SIGTERM)
@@ -146,7 +170,7 @@ def test_sigterm_mid_epoch_saves_a_checkpoint_that_resumes_exactly(
 
     result = run_entry("train", f"resume={run_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert_same_run(run_dir, reference_run)
+    assert_same_run(run_dir, reference_run([]))
 
 
 @pytest.mark.slow

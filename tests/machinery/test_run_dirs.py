@@ -18,7 +18,7 @@ from my_project.machinery.reliability.resume import (
 )
 from my_project.machinery.reliability.run_dir import unique_dir
 
-from .helpers import ON_CPU, ROOT, clean_env, read_metrics
+from .helpers import DOCS_STYLE, ON_CPU, ROOT, clean_env, read_metrics
 
 
 def test_unique_dir_adds_a_suffix_when_the_name_is_taken(tmp_path: Path) -> None:
@@ -45,6 +45,7 @@ def test_two_runs_started_at_once_write_to_different_directories(tmp_path: Path)
         sys.executable,
         str(ROOT / "train.py"),
         *ON_CPU,
+        *DOCS_STYLE,
         "debug=fdr",
         f"paths.log_dir={tmp_path}",
     ]
@@ -65,7 +66,7 @@ def test_two_runs_started_at_once_write_to_different_directories(tmp_path: Path)
     dirs = sorted((tmp_path / "train" / "runs").iterdir())
     assert len(dirs) == 2
     for run_dir in dirs:
-        assert "test/acc" in read_metrics(run_dir)
+        assert "test_acc" in read_metrics(run_dir)
         assert (run_dir / "config.yaml").read_text().count(str(run_dir)) >= 1
 
 
@@ -78,9 +79,9 @@ def make_run(path: Path, overrides: list[str]) -> Path:
 
 
 def test_resume_argument_reruns_the_saved_command_with_new_overrides(tmp_path: Path) -> None:
-    run = make_run(tmp_path / "run", ["model/net=cnn", "trainer.max_epochs=3", "ckpt_path=x.ckpt"])
+    run = make_run(tmp_path / "run", ["model.hidden=8", "trainer.max_epochs=3", "ckpt_path=x.ckpt"])
     argv = expand_resume_argument([f"resume={run}", "trainer.max_epochs=5"])
-    assert argv[:2] == ["model/net=cnn", "trainer.max_epochs=5"]
+    assert argv[:2] == ["model.hidden=8", "trainer.max_epochs=5"]
     assert f"hydra.run.dir={run}" in argv and "ckpt_path=last" in argv
     assert "ckpt_path=x.ckpt" not in argv and "trainer.max_epochs=3" not in argv
     assert any(a.startswith("hydra.output_subdir=.hydra/resume_") for a in argv)

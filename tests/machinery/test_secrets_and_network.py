@@ -13,7 +13,7 @@ from my_project.machinery.reliability.secrets import (
     secret_override_values,
 )
 
-from .helpers import clean_env, run_entry
+from .helpers import DOCS_STYLE, clean_env, run_entry
 
 FAKE_KEY = "fakekey" + "0123456789abcdef" * 2 + "0123"  # 40 characters, like a real one
 FAKE_TOKEN = "tok_only_in_this_test_31415926"
@@ -61,6 +61,7 @@ def test_api_key_without_network_goes_offline_fast_and_secrets_appear_nowhere(
     started = time.monotonic()
     result = run_entry(
         "train",
+        *DOCS_STYLE,
         "trainer.max_epochs=1",
         "logger=default",
         f"+extra.api_token={FAKE_TOKEN}",

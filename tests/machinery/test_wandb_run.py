@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import clean_env, read_metrics, run_entry
+from .helpers import DOCS_STYLE, clean_env, read_metrics, run_entry
 from .wandb_run import WandbRun, offline_runs, read_wandb_run
 
 
@@ -18,12 +18,12 @@ def ddp_wandb_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Wandb
     home.mkdir()
     result = run_entry(
         "train",
+        *DOCS_STYLE,
         "trainer.max_epochs=2",
-        "trainer.accelerator=cpu",
         "trainer.strategy=ddp",
         "trainer.devices=2",
         "logger=wandb",
-        "tags=[digits,smoke]",
+        "tags=[docs,smoke]",
         "logger.wandb.group=my-group",
         f"hydra.run.dir={run_dir}",
         cwd=root,
@@ -48,19 +48,19 @@ def test_run_config_is_the_resolved_config_with_tags_and_group(
     ddp_wandb_run: tuple[Path, WandbRun],
 ) -> None:
     run_dir, run = ddp_wandb_run
-    assert run.tags == ["digits", "smoke"] and run.group == "my-group"
+    assert run.tags == ["docs", "smoke"] and run.group == "my-group"
     assert run.config["paths"]["output_dir"] == str(run_dir)  # resolved, not `${hydra:...}`
-    assert run.config["model"]["lr"] == 0.003
-    assert run.config["model"]["scheduler"]["T_max"] == 2  # was `${trainer.max_epochs}`
+    assert run.config["model"]["lr"] == 0.01
+    assert run.config["model"]["num_features"] == 16  # was `${data.num_features}`
     assert (run.config["trainer"]["strategy"], run.config["trainer"]["devices"]) == ("ddp", 2)
-    assert run.config["tags"] == ["digits", "smoke"]
+    assert run.config["tags"] == ["docs", "smoke"]
 
 
 @pytest.mark.slow
 def test_run_history_holds_the_metrics_of_the_run(ddp_wandb_run: tuple[Path, WandbRun]) -> None:
     run_dir, run = ddp_wandb_run
-    assert {"train/loss", "train/acc", "val/acc", "val/acc_best", "test/acc"} <= set(run.history)
-    assert run.history["test/acc"] == pytest.approx(read_metrics(run_dir)["test/acc"])
+    assert {"train_loss_epoch", "train_acc_epoch", "val_acc", "test_acc"} <= set(run.history)
+    assert run.history["test_acc"] == pytest.approx(read_metrics(run_dir)["test_acc"])
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
-"""MNIST: the IDX reader on files the test writes, checksummed download, the offline error."""
+"""MNIST: the IDX reader on files the test writes, checksummed download, the offline error,
+and a missing or corrupted data directory as one clear message."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from my_project.data.mnist import (
     MNISTDownloadError,
     download_mnist,
 )
+from my_project.machinery.errors import report_user_errors
+from my_project.machinery.run.train import train
+
+from ..machinery.helpers import FAST, compose_config
 
 
 def write_fake_mnist(
@@ -100,3 +105,28 @@ def test_offline_error_says_where_to_put_the_files(tmp_path: Path) -> None:
     message = str(info.value)
     assert str((tmp_path / "mnist").resolve()) in message
     assert "train-images-idx3-ubyte.gz" in message and "offline" in message
+
+
+def train_in_process(overrides: list[str], output_dir: Path, capsys) -> tuple[int, str]:
+    """`python train.py <overrides>` minus the new process: exit status and stderr."""
+    cfg = compose_config(overrides, output_dir)
+    with pytest.raises(SystemExit) as info:
+        report_user_errors(train)(cfg)
+    return int(info.value.code), capsys.readouterr().err
+
+
+def test_missing_data_directory_says_where_the_files_should_be(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "nowhere"
+    overrides = [*FAST, "data=mnist", "data.download=false", f"data.data_dir={missing}"]
+    code, err = train_in_process(overrides, tmp_path / "run", capsys)
+    assert code == 2 and f"is missing from {missing}" in err and "data.download=true" in err
+
+
+def test_corrupted_idx_file_is_a_clean_error(tmp_path: Path, capsys) -> None:
+    mnist_dir = tmp_path / "mnist"
+    write_fake_mnist(mnist_dir)
+    images = mnist_dir / "train-images-idx3-ubyte.gz"
+    images.write_bytes(images.read_bytes()[:-200])
+    overrides = [*FAST, "data=mnist", "data.download=false", f"data.data_dir={mnist_dir}"]
+    code, err = train_in_process(overrides, tmp_path / "run", capsys)
+    assert code == 2 and "train-images-idx3-ubyte.gz: cannot be read as gzip IDX" in err

@@ -1,4 +1,5 @@
-"""The LightningModule: metrics are registered torchmetrics that follow the model's device."""
+"""The example's LightningModule: torchmetrics registered as submodules that follow the
+model's device, plain hyperparameters, and what it asks of its data."""
 
 from __future__ import annotations
 
@@ -6,17 +7,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra.utils import instantiate
 from torchmetrics import Metric
 
+from my_project.data.digits import DigitsDataModule
+from my_project.machinery.run.build import model_for_data
 from my_project.models.classifier import ImageClassifier
 
 from ..machinery.helpers import compose_config
 
 
 def build_model(tmp_path: Path, *overrides: str) -> ImageClassifier:
-    cfg = compose_config(list(overrides), tmp_path)
-    return instantiate(cfg.model, num_classes=10, image_shape=[1, 8, 8], _convert_="all")
+    """The classifier as train.py builds it: its config plus what the digits data offers."""
+    return model_for_data(compose_config(list(overrides), tmp_path), DigitsDataModule())
 
 
 def metrics_of(model: torch.nn.Module) -> dict[str, Metric]:
@@ -28,12 +30,10 @@ def test_every_metric_is_a_registered_submodule(tmp_path: Path, net: str) -> Non
     model = build_model(tmp_path, f"model/net={net}")
     names = set(metrics_of(model))
     for stage in ("train", "val", "test"):
-        accuracy = getattr(model, f"{stage}_metrics")["acc"]
-        assert (
-            f"{stage}_metrics.acc" in names and accuracy.__class__.__name__ == "MulticlassAccuracy"
-        )
-        assert f"{stage}_loss" in names
-    assert {"val_acc_best", "test_confusion"} <= names
+        assert type(getattr(model, f"{stage}_acc")).__name__ == "MulticlassAccuracy"
+        assert {f"{stage}_acc", f"{stage}_loss"} <= names
+    assert "val_acc_best" in names
+    assert model.hparams.num_classes == 10 and list(model.hparams.in_shape) == [1, 8, 8]
     assert model(torch.rand(5, 1, 8, 8)).shape == (5, 10)
 
 
@@ -63,8 +63,8 @@ def test_metrics_follow_the_model_to_cuda(tmp_path: Path) -> None:
 
 def test_accuracy_metric_counts_exactly(tmp_path: Path) -> None:
     model = build_model(tmp_path)
-    model.test_metrics.update(torch.tensor([0, 1, 2, 3]), torch.tensor([0, 1, 0, 3]))
-    assert model.test_metrics.compute()["test/acc"].item() == pytest.approx(0.75)
+    model.test_acc.update(torch.tensor([0, 1, 2, 3]), torch.tensor([0, 1, 0, 3]))
+    assert model.test_acc.compute().item() == pytest.approx(0.75)
 
 
 def test_hyperparameters_are_plain_data_for_weights_only_loading(tmp_path: Path) -> None:
@@ -75,66 +75,6 @@ def test_hyperparameters_are_plain_data_for_weights_only_loading(tmp_path: Path)
     assert loaded["hyper_parameters"]["net"]["_target_"].endswith("CNN")
     clone = ImageClassifier(**loaded["hyper_parameters"])
     clone.load_state_dict(loaded["state_dict"])
-
-
-def _batches(sizes: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    generator = torch.Generator().manual_seed(0)
-    return [
-        (
-            torch.rand(n, 1, 8, 8, generator=generator),
-            torch.randint(0, 10, (n,), generator=generator),
-        )
-        for n in sizes
-    ]
-
-
-def test_train_metrics_updated_in_groups_equal_one_update_per_step(tmp_path: Path) -> None:
-    """Training steps hand their outputs to the metrics every few steps; the states (and so
-    the epoch's accuracy and sample-weighted loss) equal one update per step, exactly, also
-    with a smaller last batch."""
-    model = build_model(tmp_path, "model.net.dropout=0")
-    model.metric_update_every = 3
-    reference = build_model(tmp_path, "model.net.dropout=0")
-    reference.load_state_dict(model.state_dict())
-    model.eval()
-    reference.eval()
-    for i, (x, y) in enumerate(_batches([16, 16, 16, 16, 16, 16, 16, 5])):
-        model.training_step((x, y), i)
-        assert len(model._pending_train) < model.metric_update_every  # memory stays bounded
-        logits = reference(x)
-        reference.train_metrics.update(logits.argmax(dim=1), y)
-        reference.train_loss.update(torch.nn.functional.cross_entropy(logits, y), len(y))
-    model.update_train_metrics()
-    got = {**model.train_metrics.compute(), "loss": model.train_loss.compute()}
-    want = {**reference.train_metrics.compute(), "loss": reference.train_loss.compute()}
-    assert got.keys() == want.keys()
-    for key in want:
-        torch.testing.assert_close(got[key], want[key])
-    assert int(model.train_loss.count) == 16 * 7 + 5
-
-
-def test_state_dict_holds_every_training_step_so_far(tmp_path: Path) -> None:
-    """A checkpoint saved between two grouped updates must not lose the pending steps."""
-    model = build_model(tmp_path)
-    for i, batch in enumerate(_batches([8, 8, 8])):  # fewer than metric_update_every
-        model.training_step(batch, i)
-    assert len(model._pending_train) == 3
-    state = model.state_dict()
-    assert len(model._pending_train) == 0
-    assert int(state["train_loss.count"]) == 24
-    assert int(state["train_metrics.acc.tp"] + state["train_metrics.acc.fn"]) == 24
-
-
-def test_step_signatures_are_precomputed_and_what_lightning_expects(tmp_path: Path) -> None:
-    """Lightning reads `training_step`'s signature every batch; it gets the stored one, which
-    must be the method's real signature (so `batch_idx` is still passed)."""
-    import inspect
-
-    model = build_model(tmp_path)
-    for name in ("training_step", "validation_step", "test_step", "predict_step"):
-        method = getattr(ImageClassifier, name)
-        assert "__signature__" in vars(method)
-        assert inspect.getfullargspec(getattr(model, name)).args == ["self", "batch", "batch_idx"]
 
 
 class GradientsAfterClipping:
@@ -155,11 +95,11 @@ class GradientsAfterClipping:
 def test_trainer_gradient_clipping_still_clips(
     tmp_path: Path, clip: float | None, algorithm: str | None
 ) -> None:
-    """The module skips Lightning's per-step clipping bookkeeping when there is nothing to
-    clip; `trainer.gradient_clip_val` and `gradient_clip_algorithm` must still clip."""
+    """`trainer.gradient_clip_val` and `gradient_clip_algorithm` clip the example's gradients
+    (with the template's lean steps in place)."""
     from lightning.pytorch import Callback, Trainer
 
-    from my_project.data.digits import DigitsDataModule
+    from my_project.machinery.callbacks.lean_steps import LeanSteps
 
     seen = GradientsAfterClipping()
 
@@ -177,7 +117,7 @@ def test_trainer_gradient_clipping_still_clips(
         limit_val_batches=0,
         gradient_clip_val=clip,
         gradient_clip_algorithm=algorithm,
-        callbacks=[Watch()],
+        callbacks=[Watch(), LeanSteps()],
     )
     trainer.fit(build_model(tmp_path), datamodule=DigitsDataModule())
     if clip is None:
@@ -186,3 +126,14 @@ def test_trainer_gradient_clipping_still_clips(
         assert seen.max_norm <= clip * (1 + 1e-4)
     else:
         assert seen.max_value <= clip * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("net", ["mlp", "cnn"])
+def test_classifier_keeps_every_tensor_where_lightning_moves_it(tmp_path: Path, net: str) -> None:
+    """The device guard finds nothing in the example, before or after a move to `meta`."""
+    from my_project.machinery.devices.guard import check_device_placement, find_device_problems
+
+    model = build_model(tmp_path, f"model/net={net}")
+    assert find_device_problems(model) == []
+    check_device_placement(model.to("meta"))
+    assert model.device == torch.device("meta")

@@ -33,6 +33,19 @@ def at_job_end(hook: Callable[[bool], None]) -> None:
     _job_end_hooks.append(hook)
 
 
+def gather_objects(trainer: Any, value: Any) -> list[Any]:
+    """``value`` of every process of ``trainer``, by rank (a collective: every process must
+    call it); ``[value]`` in one process."""
+    import torch
+
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if trainer.world_size <= 1 or not distributed:
+        return [value]
+    gathered: list[Any] = [None] * trainer.world_size
+    torch.distributed.all_gather_object(gathered, value)
+    return gathered
+
+
 def started_by_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
 

@@ -23,7 +23,6 @@ says what it replaces (checked against Lightning 2.4-2.6, the versions pyproject
 from __future__ import annotations
 
 import inspect
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +32,8 @@ from lightning.pytorch.trainer import call
 from lightning.pytorch.trainer.connectors.logger_connector.result import _ResultMetric
 from torch import Tensor, nn
 from torchmetrics import Metric
+
+from ..patching import Patch
 
 STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
 
@@ -46,7 +47,8 @@ class LeanSteps(Callback):
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         precompute_signatures(pl_module)
         if not self._active:
-            _patches.enter()
+            for patch in PATCHES:
+                patch.enter()
             self._active = True
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -59,7 +61,8 @@ class LeanSteps(Callback):
 
     def _leave(self) -> None:
         if self._active:
-            _patches.exit()
+            for patch in PATCHES:
+                patch.exit()
             self._active = False
 
 
@@ -130,42 +133,8 @@ def _module_setattr(original: Callable[..., Any]) -> Callable[..., Any]:
     return __setattr__
 
 
-class _Patches:
-    """The patches, in place while at least one Trainer runs (nested or in threads)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._originals: dict[str, Any] = {}
-
-    def enter(self) -> None:
-        with self._lock:
-            self._users += 1
-            if self._users > 1:
-                return
-            self._originals = {
-                "to": _ResultMetric.__dict__["to"],
-                "hooks": call._call_callback_hooks,
-                "setattr": LightningModule.__dict__.get("__setattr__"),
-            }
-            _ResultMetric.to = _result_metric_to(self._originals["to"])  # type: ignore[method-assign]
-            call._call_callback_hooks = _callback_hooks(self._originals["hooks"])
-            LightningModule.__setattr__ = _module_setattr(  # type: ignore[method-assign]
-                self._originals["setattr"] or nn.Module.__setattr__
-            )
-
-    def exit(self) -> None:
-        with self._lock:
-            self._users = max(0, self._users - 1)
-            if self._users or not self._originals:
-                return
-            _ResultMetric.to = self._originals["to"]  # type: ignore[method-assign]
-            call._call_callback_hooks = self._originals["hooks"]
-            if self._originals["setattr"] is None:
-                del LightningModule.__setattr__
-            else:
-                LightningModule.__setattr__ = self._originals["setattr"]  # type: ignore[method-assign]
-            self._originals = {}
-
-
-_patches = _Patches()
+PATCHES = (
+    Patch(_ResultMetric, "to", _result_metric_to),
+    Patch(call, "_call_callback_hooks", _callback_hooks),
+    Patch(LightningModule, "__setattr__", _module_setattr),
+)

@@ -21,6 +21,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 
+from ..distributed import gather_objects
 from ..plotting import (
     confusion_matrix,
     plot_confusion_matrix,
@@ -149,7 +150,7 @@ class PlotCallback(Callback):
         if trainer.sanity_checking:
             return
         # Every rank takes part in the gather (a collective), whatever it collected.
-        gathered = _gather(trainer, (self._outputs, self._targets, self._skip_reason))
+        gathered = gather_objects(trainer, (self._outputs, self._targets, self._skip_reason))
         if not trainer.is_global_zero:
             return
         reasons = [reason for _, _, reason in gathered if reason]
@@ -197,13 +198,3 @@ def _monitored(trainer: Trainer) -> tuple[str | None, str]:
         if monitor:
             return str(monitor), str(getattr(callback, "mode", "min"))
     return None, "min"
-
-
-def _gather(trainer: Trainer, value: Any) -> list[Any]:
-    """``value`` of every process (one list item each); ``[value]`` in one process."""
-    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if trainer.world_size <= 1 or not distributed:
-        return [value]
-    gathered: list[Any] = [None] * trainer.world_size
-    torch.distributed.all_gather_object(gathered, value)
-    return gathered

@@ -19,12 +19,15 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from ..errors import UserError
 from ..strategies.dp import DP_NAME, DP_NODES_MESSAGE
+from ..strategies.registry import register_strategies
 
 _FIRST_NAMES = ("auto", DP_NAME, "ddp", "ddp_spawn")
 
 
 def strategy_names() -> list[str]:
-    """Every valid `trainer.strategy`: `auto` and Lightning's registry (with this project's dp)."""
+    """Every valid `trainer.strategy`: `auto` and Lightning's registry, with this project's
+    strategies registered (idempotent: entry points have registered them already)."""
+    register_strategies()
     registered = StrategyRegistry.available_strategies()
     return [n for n in _FIRST_NAMES if n == "auto" or n in registered] + [
         n for n in registered if n not in _FIRST_NAMES

@@ -53,6 +53,7 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
             "first checkpoint). Start it again instead."
         )
     saved = [str(o) for o in OmegaConf.to_container(OmegaConf.load(saved_path))]  # type: ignore[union-attr]
+    saved += saved_search_path(run_dir)
     new = [arg for arg in argv if override_key(arg) != RESUME_KEY]
     new_keys = {override_key(o) for o in new} | {"ckpt_path", "hydra.run.dir"}
     kept = [o for o in saved if override_key(o) not in new_keys and o != "~" + RESUME_KEY]
@@ -72,6 +73,17 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
         f"ckpt_path={LAST}",
         f"{RESUME_KEY}={run_dir}",
     ]
+
+
+def saved_search_path(run_dir: Path) -> list[str]:
+    """The run's ``hydra.searchpath`` override, if it had one: where its configs were found
+    (e.g. a team's configs outside `configs/`). Hydra keeps it with its own overrides in
+    ``.hydra/hydra.yaml``, not in ``overrides.yaml``."""
+    hydra_record = run_dir / ".hydra" / "hydra.yaml"
+    if not hydra_record.is_file():
+        return []
+    overrides = OmegaConf.select(OmegaConf.load(hydra_record), "hydra.overrides.hydra") or []
+    return [str(o) for o in overrides if override_key(str(o)) == "hydra.searchpath"]
 
 
 def newest(paths: list[Path]) -> Path | None:

@@ -30,7 +30,7 @@ from lightning.pytorch.strategies.launchers.subprocess_script import _Subprocess
 from lightning.pytorch.trainer.states import RunningStage
 
 from ..distributed import at_job_end
-from .samplers import unpadded
+from .samplers import EXACT_MEAN, unpadded
 
 # Set in the launching process by the launcher (and by Lightning right after it); restored
 # when the job ends so that the next job of a multirun starts from a clean process.
@@ -195,6 +195,17 @@ class _HydraJobLauncher(_SubprocessScriptLauncher):
 class HydraDDPStrategy(DDPStrategy):
     """Lightning's DDPStrategy with a Hydra-aware launcher for its `popen` start method, and
     evaluation loaders that see each sample once (`samplers.unpadded`)."""
+
+    def setup(self, trainer: Any) -> None:
+        EXACT_MEAN.enter()
+        self._exact_mean = True
+        super().setup(trainer)
+
+    def teardown(self) -> None:
+        if getattr(self, "_exact_mean", False):
+            EXACT_MEAN.exit()
+            self._exact_mean = False
+        super().teardown()
 
     def process_dataloader(self, dataloader: object) -> object:
         dataloader = super().process_dataloader(dataloader)

@@ -125,11 +125,12 @@ class DataParallelStrategy(ParallelStrategy):
             self._split.install()
 
     def training_step(self, *args: Any, **kwargs: Any) -> Any:
-        output = super().training_step(*args, **kwargs)
         split = getattr(self, "_split", None)
-        if split is not None and not split.checked:
+        calls = split.calls if split is not None else 0
+        output = super().training_step(*args, **kwargs)
+        if split is not None and not split.checked:  # the first training step tells
             split.checked = True
-            if split.calls == 0:
+            if split.calls == calls:
                 raise ForwardNotCalledError(split.not_called_message())
         return output
 

@@ -8,15 +8,24 @@ on the first evaluation batch, torchmetrics sums the states of all ranks at the 
 ``self.log(..., sync_dist=True)`` weighs each rank's mean by its number of samples.
 
 For map-style data sets only: an iterable data set is sharded by its own code.
+
+With ranks of unequal sizes, one Lightning bug shows: ``self.log(..., sync_dist=True)``
+averages each rank's sample count as an integer tensor, truncating 44.5 to 44, so the logged
+mean is off by up to 1/n. `EXACT_MEAN` (in place while the DDP strategy runs) makes that
+count a float.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sized
+from collections.abc import Callable, Sized
+from typing import Any
 
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+from lightning.pytorch.trainer.connectors.logger_connector.result import _ResultMetric
 from lightning.pytorch.utilities.data import _update_dataloader
 from torch.utils.data import DataLoader, DistributedSampler
+
+from ..patching import Patch
 
 
 def unpadded(dataloader: object) -> object:
@@ -39,3 +48,18 @@ def unpadded(dataloader: object) -> object:
         dataset, num_replicas=sampler.num_replicas, rank=sampler.rank, shuffle=False
     )
     return _update_dataloader(dataloader, exact)
+
+
+def _float_sample_count(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`_ResultMetric.compute` with the count of samples a float before it is synchronised."""
+
+    def compute(self: Any) -> Any:
+        count = getattr(self, "cumulated_batch_size", None)
+        if self.is_tensor and count is not None and not count.is_floating_point():
+            self.cumulated_batch_size = count.to(self.value.dtype)
+        return original(self)
+
+    return compute
+
+
+EXACT_MEAN = Patch(_ResultMetric, "compute", _float_sample_count)

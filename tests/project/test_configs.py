@@ -1,0 +1,28 @@
+"""Every option of the team's config groups (data, model, experiment, hparams_search)
+composes, resolves and matches the annotations of the classes it builds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from my_project.machinery.preflight.values import check_config_types
+
+from ..machinery.helpers import CONFIG_DIR, compose_config
+
+TEAM_GROUPS = ("data", "model", "experiment", "hparams_search")
+GROUPS = sorted(
+    str(path.parent.relative_to(CONFIG_DIR)) + "=" + path.stem
+    for path in CONFIG_DIR.rglob("*.yaml")
+    if path.parent != CONFIG_DIR and path.relative_to(CONFIG_DIR).parts[0] in TEAM_GROUPS
+)
+
+
+@pytest.mark.parametrize("override", GROUPS)
+def test_group_option_composes_and_resolves(override: str, tmp_path: Path) -> None:
+    cfg = compose_config([override], tmp_path)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert "_target_" in container["data"] and "_target_" in container["model"]
+    check_config_types(cfg)  # every value matches its target's annotation
