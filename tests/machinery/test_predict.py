@@ -1,19 +1,32 @@
-"""`python predict.py`: class probabilities of a checkpoint for a data split or a .npy file."""
+"""`python predict.py` for any module: a team's module without a `predict_step` gets each
+batch's inputs through `forward`; one with its own `predict_step` gets the batches as its
+data module gives them; what they return becomes the CSV's columns."""
 
 from __future__ import annotations
 
 import csv
 import importlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
-from my_project.data.digits import DigitsDataModule
 from my_project.machinery.errors import UserError
-from my_project.machinery.run.predict import load_inputs
+from my_project.machinery.run.predict import load_inputs, prediction_columns
 
-from .helpers import FAST, ROOT, read_metrics, run_entry
+from .docs_style import LitClassifier, LitDataModule
+from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, FAST, ROOT, clean_env, run_entry
+
+
+class WithItsOwnPredictStep(LitClassifier):
+    """Predicts from whole `(x, y)` batches, returning named columns."""
+
+    def predict_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
+        x = batch[0]
+        probabilities = torch.softmax(self(x), dim=1)
+        return {"label": probabilities.argmax(dim=1), "score": probabilities}
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -21,118 +34,109 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def probabilities(rows: list[dict[str, str]]) -> np.ndarray:
-    return np.array([[float(v) for k, v in row.items() if k.startswith("prob_")] for row in rows])
-
-
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A short real training run and its best checkpoint."""
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("predict_train")
-    result = run_entry("train", *FAST, "logger=none", f"hydra.run.dir={run_dir}")
+    result = run_entry("train", *DOCS_STYLE, *FAST, "logger=none", f"hydra.run.dir={run_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir, next((run_dir / "checkpoints").glob("epoch_*.ckpt"))
+    return next((run_dir / "checkpoints").glob("epoch_*.ckpt"))
 
 
-@pytest.fixture(scope="module")
-def test_split_predictions(
-    trained: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
-) -> list[dict[str, str]]:
-    out = tmp_path_factory.mktemp("predict_split")
-    result = run_entry("predict", f"ckpt_path={trained[1]}", f"hydra.run.dir={out}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "Wrote 270 predictions for the test split" in result.stdout
-    return read_csv(out / "predictions.csv")
+def expected_logits(checkpoint: Path) -> torch.Tensor:
+    model = LitClassifier.load_from_checkpoint(checkpoint).eval()
+    data = LitDataModule()
+    data.setup("test")
+    with torch.no_grad():
+        return model(data.test_set.tensors[0])
 
 
 @pytest.mark.slow
-def test_split_predictions_match_the_test_accuracy_of_the_training_run(
-    trained: tuple[Path, Path], test_split_predictions: list[dict[str, str]]
+def test_a_module_without_predict_step_gets_the_inputs_as_readme_writes_it(
+    checkpoint: Path, tmp_path: Path
 ) -> None:
-    rows = test_split_predictions
-    assert list(rows[0])[:3] == ["index", "target", "prediction"] and len(rows[0]) == 13
-    probs = probabilities(rows)
-    assert probs.shape == (270, 10)
-    assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-4)
-    predicted = np.array([int(row["prediction"]) for row in rows])
-    assert (predicted == probs.argmax(axis=1)).all()
-    accuracy = np.mean(predicted == np.array([int(row["target"]) for row in rows]))
-    # train.py tested the same (best) checkpoint on the same split.
-    assert accuracy == pytest.approx(read_metrics(trained[0])["test/acc"], abs=1e-6)
-
-
-@pytest.mark.slow
-def test_npy_inputs_get_the_same_probabilities_as_the_split(
-    trained: tuple[Path, Path], test_split_predictions: list[dict[str, str]], tmp_path: Path
-) -> None:
-    datamodule = DigitsDataModule()
-    datamodule.setup("test")
-    images = datamodule.splits["test"][0].numpy()[:, 0]  # (N, 8, 8): one channel, squeezed
-    np.save(tmp_path / "inputs.npy", images)
+    """`python predict.py ckpt_path=...`, word for word (default run directory)."""
     result = run_entry(
         "predict",
-        f"ckpt_path={trained[1]}",
-        f"input_path={tmp_path / 'inputs.npy'}",
+        *DOCS_STYLE_EVAL,
+        f"ckpt_path={checkpoint}",
+        env=clean_env(MY_PROJECT_LOG_DIR=str(tmp_path)),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (csv_path,) = (tmp_path / "predict" / "runs").glob("*/predictions.csv")
+    rows = read_csv(csv_path)
+    assert list(rows[0]) == ["index", "target", "output_0", "output_1", "output_2", "output_3"]
+    assert len(rows) == 89 and f"Wrote 89 predictions for the test split to {csv_path}" in (
+        result.stdout
+    )
+    logits = np.array([[float(row[f"output_{k}"]) for k in range(4)] for row in rows])
+    assert np.allclose(logits, expected_logits(checkpoint).numpy(), atol=2e-6)
+    data = LitDataModule()
+    data.setup("test")
+    assert [int(row["target"]) for row in rows] == data.test_set.tensors[1].tolist()
+
+
+@pytest.mark.slow
+def test_a_module_with_its_own_predict_step_gets_whole_batches(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    result = run_entry(
+        "predict",
+        *DOCS_STYLE_EVAL,
+        f"model._target_={__name__}.WithItsOwnPredictStep",
+        f"ckpt_path={checkpoint}",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = read_csv(tmp_path / "predictions.csv")
+    assert list(rows[0]) == ["index", "target", "label", "score_0", "score_1", "score_2", "score_3"]
+    labels = np.array([int(row["label"]) for row in rows])
+    assert (labels == expected_logits(checkpoint).argmax(dim=1).numpy()).all()
+
+
+@pytest.mark.slow
+def test_npy_inputs_of_any_shape_go_to_forward(checkpoint: Path, tmp_path: Path) -> None:
+    """The docs-style module records no `in_shape`: the file's rows are taken as they are."""
+    data = LitDataModule()
+    data.setup("test")
+    np.save(tmp_path / "x.npy", data.test_set.tensors[0][:10].numpy())
+    result = run_entry(
+        "predict",
+        *DOCS_STYLE_EVAL,
+        f"ckpt_path={checkpoint}",
+        f"input_path={tmp_path / 'x.npy'}",
         f"hydra.run.dir={tmp_path / 'out'}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_csv(tmp_path / "out" / "predictions.csv")
-    assert "target" not in rows[0]
-    assert np.allclose(probabilities(rows), probabilities(test_split_predictions), atol=2e-6)
+    assert len(rows) == 10 and "target" not in rows[0]
 
 
-@pytest.mark.slow
-def test_wrong_input_shape_is_a_clear_error_and_writes_nothing(
-    trained: tuple[Path, Path], tmp_path: Path
-) -> None:
-    np.save(tmp_path / "mnist_sized.npy", np.zeros((4, 28, 28), dtype=np.float32))
-    result = run_entry(
-        "predict",
-        f"ckpt_path={trained[1]}",
-        f"input_path={tmp_path / 'mnist_sized.npy'}",
-        f"hydra.run.dir={tmp_path / 'out'}",
-    )
-    assert result.returncode == 2
-    assert "holds an array of shape (4, 28, 28)" in result.stderr
-    assert "takes images of shape (1, 8, 8)" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert not list((tmp_path / "out").glob("predictions.csv*"))
+def test_predictions_become_columns_for_any_shape() -> None:
+    batches = [torch.tensor([[0.5], [1.5]]), torch.tensor([[2.5]])]
+    assert list(prediction_columns(batches)) == ["prediction"]
+    named = prediction_columns([{"y": torch.tensor([1, 2]), "p": torch.rand(2, 3)}])
+    assert list(named) == ["y", "p_0", "p_1", "p_2"]
+    with pytest.raises(UserError, match="tensor or a dict of tensors"):
+        prediction_columns([["not", "a", "tensor"]])
 
 
 @pytest.mark.parametrize(
-    ("shape", "expected"),
+    ("shape", "in_shape", "expected"),
     [
-        ((5, 1, 8, 8), (5, 1, 8, 8)),
-        ((5, 8, 8), (5, 1, 8, 8)),
-        ((1, 8, 8), (1, 1, 8, 8)),
-        ((8, 8), (1, 1, 8, 8)),
+        ((5, 1, 8, 8), [1, 8, 8], (5, 1, 8, 8)),
+        ((5, 8, 8), [1, 8, 8], (5, 1, 8, 8)),
+        ((1, 8, 8), [1, 8, 8], (1, 1, 8, 8)),
+        ((8, 8), [1, 8, 8], (1, 1, 8, 8)),
+        ((7, 10), [10], (7, 10)),
+        ((7, 10), None, (7, 10)),
     ],
 )
 def test_inputs_with_or_without_channel_axis_are_accepted(
-    tmp_path: Path, shape: tuple[int, ...], expected: tuple[int, ...]
+    tmp_path: Path, shape: tuple[int, ...], in_shape: list[int] | None, expected: tuple[int, ...]
 ) -> None:
     np.save(tmp_path / "x.npy", np.full(shape, 0.5, dtype=np.float64))
-    array = load_inputs(tmp_path / "x.npy", [1, 8, 8])
+    array = load_inputs(tmp_path / "x.npy", in_shape)
     assert array.shape == expected and array.dtype == np.float32
-
-
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        (np.zeros((3, 3, 8, 8)), r"shape \(3, 3, 8, 8\).*takes images of shape \(1, 8, 8\)"),
-        (np.zeros((0, 1, 8, 8)), "non-empty"),
-        (np.array(["a", "b"]), "not numbers"),
-        (b"not numpy", "not a readable .npy file"),
-    ],
-)
-def test_bad_inputs_say_what_shape_to_pass(tmp_path: Path, content: object, message: str) -> None:
-    path = tmp_path / "x.npy"
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        np.save(path, content)
-    with pytest.raises(UserError, match=message):
-        load_inputs(path, [1, 8, 8])
 
 
 def test_missing_input_file_is_reported(tmp_path: Path) -> None:

@@ -1,33 +1,37 @@
-"""Benchmark: this template's training throughput against the hand-written PyTorch loop.
+"""Benchmark: this template's training throughput against a hand-written PyTorch loop.
 
-    python -m my_project.bench --workload mlp --device cpu     # digits MLP, batch 64
-    python -m my_project.bench --workload cnn --device cuda --on-device
-    python -m my_project.bench --startup                       # also: seconds to first step
+    python -m my_project.machinery.bench                       # the `mlp` workload (bench.yaml)
+    python -m my_project.machinery.bench --workload cnn --device cuda --on-device
+    python -m my_project.machinery.bench model=mine data=mine  # any module and data module
+    python -m my_project.machinery.bench --startup             # also: seconds to first step
 
-In one process, on one device, the same network (same initial weights) trains on the same
-in-memory data with the same batch size, optimizer and number of steps, three ways:
+In one process, on one device, the same module (same initial weights) trains on the same data
+with the same batch size, optimizer and number of steps, three ways:
 
-1. ``raw``: the tutorial loop (``model.to(device)``, ``x.to(device)``, ``zero_grad``,
-   ``backward``, ``step``) over a ``DataLoader(TensorDataset)``, with the template's optimizer
-   class and hyperparameters at torch's default implementation (as a tutorial writes it);
-2. ``template``: this project's LightningModule and DataModule through ``lightning.Trainer``,
-   metrics on, configured by the project's own configs (validation, checkpoints and loggers
-   off: they are not part of a training step; the template's progress bar on; its data path
-   as ``data.on_device`` picks it: ``auto`` slices batches in place on CPU, a DataLoader on
-   CUDA unless ``--on-device``);
-3. ``raw_template_data``: the tutorial loop fed by the template's data path and using the
-   optimizer exactly as the template configures it (``fused``): the limit for what the
-   template configures, so ``template / raw_template_data`` is Lightning's own overhead.
+1. ``raw``: a hand-written loop, as a tutorial writes it: ``model.to(device)``, the batch
+   ``.to(device)``, the module's own ``training_step`` for the loss (its metrics included;
+   ``self.log`` does nothing outside a Trainer), ``zero_grad``, ``backward``, ``step``, over a
+   plain ``DataLoader`` of the training split, with the module's optimizer at torch's default
+   implementation;
+2. ``template``: the module and data module through ``lightning.Trainer`` as `train.py`
+   builds them, with the template's step machinery (progress bar, lean steps, resumable
+   loader; validation, checkpoints and loggers off: they are not part of a training step),
+   the data path as ``data.on_device`` picks it where the data module has that switch;
+3. ``raw_template_data``: the hand-written loop fed by the template's data path and using the
+   optimizer exactly as configured (e.g. ``fused``): the limit of what the template configures,
+   so ``template / raw_template_data`` is Lightning's own overhead.
 
 Each run warms up, then times a fixed number of steps; runs alternate between the three ways
 (in rotating order) to spread the machine's noise evenly. Fixed start-up costs (imports,
 building the Trainer) are not in the throughput: ``--startup`` measures them separately.
 Writes a JSON file and a PNG bar chart; the last line printed is ``ratio <template/raw>``.
+Named workloads (their overrides and step counts) are in ``configs/bench.yaml``.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -36,41 +40,53 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-# workload -> Hydra overrides of the template and the default number of timed steps
-WORKLOADS: dict[str, dict[str, Any]] = {
-    "mlp": {
-        "overrides": ["data=digits", "model/net=mlp", "data.batch_size=64"],
-        "steps": 1000,
-        "warmup": 100,
-    },
-    "cnn": {
-        "overrides": ["data=synthetic", "model/net=cnn", "data.batch_size=128"],
-        # ~20 ms steps on a 2-core CPU: 150 of them make a run long enough to average out
-        # a noisy machine's second-to-second swings.
-        "steps": 150,
-        "warmup": 10,
-    },
-}
 METHODS = {
     "raw": "hand-written loop, DataLoader",
-    "template": "template (Lightning, metrics on)",
+    "template": "template (Lightning)",
     "raw_template_data": "hand-written loop, template data + optimizer",
 }
 PACKAGE = __package__ or "my_project.machinery"
 # Optimizer arguments that choose an implementation, not the algorithm: a tutorial leaves
 # them at torch's defaults, the template may configure them (way 1 drops them).
-IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable")
+IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")
+# Without `--steps`, `--warmup` and a workload that sets them.
+DEFAULT_STEPS, DEFAULT_WARMUP = 300, 30
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def workloads() -> dict[str, dict[str, Any]]:
+    """The named workloads of ``configs/bench.yaml`` (none if the file is gone)."""
+    from omegaconf import OmegaConf
+
+    from .config import config_dir
+
+    path = config_dir() / "bench.yaml"
+    if not path.is_file():
+        return {}
+    loaded = OmegaConf.to_container(OmegaConf.load(path))
+    assert isinstance(loaded, dict)
+    return {str(name): dict(spec) for name, spec in loaded.items()}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    named = workloads()
     parser = argparse.ArgumentParser(
         prog=f"python -m {PACKAGE}.bench", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="mlp")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="Hydra overrides of train.py, after the workload's (e.g. model=mine data=mine)",
+    )
+    parser.add_argument(
+        "--workload",
+        choices=[*sorted(named), "none"],
+        default="mlp" if "mlp" in named else "none",
+        help="a named workload of configs/bench.yaml; `none`: only the overrides given",
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument(
         "--on-device",
@@ -78,13 +94,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs="?",
         const="true",
         default="auto",
-        help="data.on_device for the template and its data path in way 3 (default: the "
-        "config's auto, which slices batches in place on CPU; --on-device alone: true)",
+        help="data.on_device for the template and its data path in way 3, where the data "
+        "module has that switch (default: its config's; --on-device alone: true)",
     )
     parser.add_argument("--steps", type=int, help="timed steps per run (default: per workload)")
     parser.add_argument("--warmup", type=int, help="untimed steps before each run")
     parser.add_argument("--repeats", type=int, default=5, help="runs of each way, alternating")
-    parser.add_argument("--samples", type=int, help="size of the synthetic data set (cnn)")
     parser.add_argument(
         "--threads",
         type=int,
@@ -97,9 +112,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=Path("logs/bench"), help="output folder")
     args = parser.parse_args(argv)
-    workload = WORKLOADS[args.workload]
-    args.steps = args.steps or workload["steps"]
-    args.warmup = workload["warmup"] if args.warmup is None else args.warmup
+    workload = named.get(args.workload, {})
+    args.overrides = [*workload.get("overrides", []), *args.overrides]
+    args.steps = args.steps or workload.get("steps", DEFAULT_STEPS)
+    args.warmup = workload.get("warmup", DEFAULT_WARMUP) if args.warmup is None else args.warmup
+    args.name = args.workload if args.workload != "none" else "custom"
     if args.steps < 1 or args.warmup < 0 or args.repeats < 1:
         parser.error("--steps and --repeats must be at least 1, --warmup at least 0")
     return args
@@ -115,20 +132,22 @@ def compose(args: argparse.Namespace) -> Any:
     from .config import config_dir
 
     overrides = [
-        *WORKLOADS[args.workload]["overrides"],
-        f"data.on_device={args.on_device}",
+        # The template's step machinery, no checkpoints or plots (an override can change it).
+        "callbacks=[progress_bar,lean_steps,resumable_loader]",
+        *args.overrides,
         f"trainer.accelerator={'gpu' if args.device == 'cuda' else 'cpu'}",
         "trainer.devices=1",
-        "model.scheduler=null",  # the raw loop has none; same optimizer, same learning rate
+        "trainer.strategy=auto",
         "logger=none",
-        "callbacks=[progress_bar,lean_steps]",  # the template's bar and step; no checkpoints
     ]
-    if args.samples and args.workload == "cnn":
-        overrides.append(f"data.num_samples={args.samples}")
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = hydra_compose(config_name="train", overrides=overrides)
     with open_dict(cfg):
         cfg.paths.output_dir = tempfile.mkdtemp(prefix="bench-")
+        if "on_device" in cfg.data and args.on_device != "auto":
+            cfg.data.on_device = args.on_device == "true"
+        if cfg.model.get("scheduler") is not None:
+            cfg.model.scheduler = None  # the hand-written loop has none
     return cfg
 
 
@@ -163,33 +182,50 @@ class Stopwatch:
         return {"wall": self.samples / self.wall, "cpu": self.samples / max(self.cpu, 1e-9)}
 
 
+def _batch_size(batch: Any) -> int:
+    from lightning.pytorch.utilities.data import extract_batch_size
+
+    return extract_batch_size(batch)
+
+
+def _loss(output: Any) -> Any:
+    """The loss a ``training_step`` returned (a tensor, or a dict with ``loss``)."""
+    return output["loss"] if isinstance(output, dict) else output
+
+
+def _no_log(*args: Any, **kwargs: Any) -> None:
+    """``self.log`` in a hand-written loop: there is nothing to log to."""
+
+
 def hand_written_loop(
-    model: Any,
+    module: Any,
     optimizer: Any,
     batches: Callable[[], Iterable[Any]],
     device: Any,
     warmup: int,
     steps: int,
 ) -> dict[str, float]:
-    """The tutorial loop; returns samples per second over ``steps`` steps after ``warmup``."""
-    import torch.nn.functional as F
+    """The tutorial loop around the module's own step; samples per second over ``steps``
+    steps after ``warmup``."""
+    from lightning.pytorch.utilities import move_data_to_device
 
-    model.to(device)
-    model.train()
+    module.to(device)
+    module.train()
+    module.log = module.log_dict = _no_log
     watch = Stopwatch(device)
     step = 0
     while True:
-        for x, y in batches():
+        for batch in batches():
             if step == warmup:
                 watch.start()
-            x, y = x.to(device), y.to(device)
+            batch = move_data_to_device(batch, device)
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
+            loss = _loss(module.training_step(batch, step))
             loss.backward()
             optimizer.step()
             step += 1
             if step > warmup:
-                watch.samples += len(y)
+                watch.samples += _batch_size(batch)
             if step == warmup + steps:
                 watch.stop()
                 return watch.rates()
@@ -220,9 +256,37 @@ class StepTimer:
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.step += 1
         if self.step > self.warmup:
-            self.watch.samples += len(batch[1])
+            self.watch.samples += _batch_size(batch)
         if self.step == self.warmup + self.steps:
             self.watch.stop()
+
+
+def first_optimizer(configured: Any) -> Any:
+    """The optimizer of whatever ``configure_optimizers`` returned."""
+    import torch
+
+    if isinstance(configured, torch.optim.Optimizer):
+        return configured
+    if isinstance(configured, dict):
+        return first_optimizer(configured["optimizer"])
+    if isinstance(configured, (list, tuple)) and configured:
+        return first_optimizer(configured[0])
+    raise TypeError(f"configure_optimizers() returned {type(configured).__name__}: no optimizer")
+
+
+def tutorial_loader(loader: Any) -> Any:
+    """A plain, shuffling ``DataLoader`` of the data set ``loader`` reads, as a tutorial
+    writes it (one sample at a time, the default collate function unless the loader has its
+    own)."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from .data.batching import keep_batch
+
+    dataset = loader.dataset
+    if isinstance(dataset, TensorDataset):
+        dataset = TensorDataset(*dataset.tensors)  # without whole-batch indexing
+    collate = None if loader.collate_fn is keep_batch else loader.collate_fn
+    return DataLoader(dataset, batch_size=loader.batch_size, shuffle=True, collate_fn=collate)
 
 
 class Bench:
@@ -230,36 +294,57 @@ class Bench:
 
     def __init__(self, args: argparse.Namespace) -> None:
         import torch
-        from hydra.utils import instantiate
 
+        from .run import build, entry
+
+        entry.register()
         self.args = args
         self.cfg = compose(args)
         self.device = torch.device(args.device)
-        self.datamodule = instantiate(self.cfg.data)
+        self.datamodule = build.instantiate_data(self.cfg)
+        self.datamodule.prepare_data()
         self.datamodule.setup("fit")
-        self.images, self.labels = self.datamodule.splits["train"]
-        self.batch_size = int(self.cfg.data.batch_size)
-        # A Trainer that never fits: the data module only asks an attached one which device
-        # it trains on, to resolve `data.on_device` (auto: sliced in place on CPU) here and to
-        # build way 3's loader in `run`.
+        # A Trainer that never fits: the data module may ask an attached one which device it
+        # trains on (`data.on_device` on the in-memory base), here and in way 3's loader.
         self.probe = self._trainer(1, [])
         self.datamodule.trainer = self.probe
-        self.on_device = self.datamodule.slices_on_device()
+        self.template_loader = self._template_loader()
         self.datamodule.trainer = None
+        plain = build.instantiate_data(self.cfg, on_device=False)
+        plain.prepare_data()
+        plain.setup("fit")
+        self.raw_loader = tutorial_loader(plain.train_dataloader())
+        self.batch_size = int(self.raw_loader.batch_size)
+        self.train_samples = len(self.raw_loader.dataset)
+
+    def _template_loader(self) -> Any:
+        from .callbacks.resumable_loader import resumable
+
+        return resumable(self.datamodule.train_dataloader(), self.cfg.get("seed"))
+
+    @property
+    def data_path(self) -> str:
+        from torch.utils.data import DataLoader
+
+        return (
+            "a DataLoader"
+            if isinstance(self.template_loader, DataLoader)
+            else "sliced on the device"
+        )
 
     def _trainer(self, max_steps: int, callbacks: list[Any]) -> Any:
-        from hydra.utils import instantiate
+        from .run import build
 
-        return instantiate(
-            self.cfg.trainer,
+        return build.trainer(
+            self.cfg,
+            callbacks,
+            [],
             max_steps=max_steps,
             max_epochs=-1,
             limit_val_batches=0,
             num_sanity_val_steps=0,
             enable_checkpointing=False,
             enable_model_summary=False,
-            logger=False,
-            callbacks=callbacks,
         )
 
     def _model(self) -> Any:
@@ -271,17 +356,19 @@ class Bench:
         return model_for_data(self.cfg, self.datamodule)
 
     def _raw_model_and_optimizer(self, method: str) -> tuple[Any, Any]:
-        """The template's network, and its optimizer: as configured (way 3) or as a tutorial
-        writes it (way 1: same class and hyperparameters, torch's default implementation)."""
-        from hydra.utils import instantiate
-        from omegaconf import OmegaConf
-
-        net = self._model().net
-        spec = OmegaConf.to_container(self.cfg.model.optimizer)
-        assert isinstance(spec, dict)
+        """The module, and its optimizer: as configured (way 3) or as a tutorial writes it
+        (way 1: same class and hyperparameters, torch's default implementation)."""
+        module = self._model()
+        optimizer = first_optimizer(module.configure_optimizers())
         if method == "raw":
-            spec = {k: v for k, v in spec.items() if k not in IMPLEMENTATION_FLAGS}
-        return net, instantiate(spec, params=net.parameters(), lr=self.cfg.model.lr)
+            accepted = inspect.signature(type(optimizer)).parameters
+            defaults = {
+                k: v
+                for k, v in optimizer.defaults.items()
+                if k in accepted and k not in IMPLEMENTATION_FLAGS
+            }
+            optimizer = type(optimizer)(module.parameters(), **defaults)
+        return module, optimizer
 
     def run(self, method: str) -> dict[str, float]:
         """One timed run of a way: samples per second by the wall clock and by CPU time."""
@@ -290,25 +377,22 @@ class Bench:
             from .run.build import instantiate_group
 
             timer = StepTimer(args.warmup, args.steps, self.device)
-            # The template's own callbacks (its progress bar, see `compose`).
             trainer = self._trainer(
                 args.warmup + args.steps, instantiate_group(self.cfg.get("callbacks"))
             )
             trainer.fit(timer.attach(self._model()), datamodule=self.datamodule)
             return timer.watch.rates()
-        net, optimizer = self._raw_model_and_optimizer(method)
+        module, optimizer = self._raw_model_and_optimizer(method)
         if method == "raw":
-            from torch.utils.data import DataLoader, TensorDataset
-
-            loader = DataLoader(
-                TensorDataset(self.images, self.labels), batch_size=self.batch_size, shuffle=True
-            )
-            batches: Callable[[], Iterable[Any]] = lambda: loader  # noqa: E731
+            batches: Callable[[], Iterable[Any]] = lambda: self.raw_loader  # noqa: E731
         else:
-            self.datamodule.trainer = self.probe
-            batches = self.datamodule.train_dataloader
+            batches = self._template_batches
+        return hand_written_loop(module, optimizer, batches, self.device, args.warmup, args.steps)
+
+    def _template_batches(self) -> Iterable[Any]:
+        self.datamodule.trainer = self.probe
         try:
-            return hand_written_loop(net, optimizer, batches, self.device, args.warmup, args.steps)
+            return self._template_loader()
         finally:
             self.datamodule.trainer = None
 
@@ -343,16 +427,17 @@ def _run_train(*cli: str, cwd: str) -> float:
     return start
 
 
-def measure_startup(device: str, repeats: int) -> dict[str, list[float]]:
+def measure_startup(args: argparse.Namespace, repeats: int) -> dict[str, list[float]]:
     """`train --help` seconds, and seconds from process start to the first training step."""
     help_s, first_step_s = [], []
-    accelerator = "gpu" if device == "cuda" else "cpu"
+    accelerator = "gpu" if args.device == "cuda" else "cpu"
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
             start = _run_train("--help", cwd=tmp)
             help_s.append(time.time() - start)
             marker = Path(tmp) / "first_step"
             start = _run_train(
+                *args.overrides,
                 f"trainer.accelerator={accelerator}",
                 "++trainer.max_steps=1",
                 "test=false",
@@ -460,11 +545,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     set_float32_matmul_precision("high")
     if args.threads:
         torch.set_num_threads(args.threads)
-    startup = measure_startup(args.device, args.repeats) if args.startup else None
+    startup = measure_startup(args, args.repeats) if args.startup else None
 
     bench = Bench(args)
-    path = "sliced on the device" if bench.on_device else "a DataLoader"
-    print(f"template data path: {path} (data.on_device={args.on_device})")
+    print(f"template data path: {bench.data_path} (data.on_device={args.on_device})")
     runs: dict[str, list[dict[str, float]]] = {method: [] for method in METHODS}
     order = list(METHODS)
     for repeat in range(args.repeats):
@@ -477,13 +561,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
 
     result = {
-        "workload": args.workload,
+        "workload": args.name,
+        "overrides": list(args.overrides),
         "device": args.device,
         "device_name": device_name(args.device),
         "on_device": args.on_device,
-        "data_path": "sliced on the device" if bench.on_device else "DataLoader",
+        "data_path": bench.data_path,
         "batch_size": bench.batch_size,
-        "train_samples": len(bench.labels),
+        "train_samples": bench.train_samples,
         "steps": args.steps,
         "warmup": args.warmup,
         "repeats": args.repeats,
@@ -500,7 +585,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         }
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = {"auto": "", "true": "_on_device", "false": "_dataloader"}[args.on_device]
-    stem = f"bench_{args.workload}_{args.device}{suffix}"
+    stem = f"bench_{args.name}_{args.device}{suffix}"
     json_path, png_path = args.out / f"{stem}.json", args.out / f"{stem}.png"
     json_path.write_text(json.dumps(result, indent=2) + "\n")
     plot(result, png_path)
