@@ -94,12 +94,14 @@ def _mark_best(ax: Any, points: list[tuple[int, float]], mode: str, stage: str) 
     pick = max if mode == "max" else min
     epoch, best = pick(points, key=lambda point: point[1])
     ax.axvline(epoch + 1, color="grey", linestyle=":", linewidth=1)
+    # The label on the side of the line with more room.
+    left = epoch + 1 > (max(e for e, _ in points) + 2) / 2
     ax.annotate(
         f"best {stage} {best:.3g}\n(epoch {epoch + 1})",
         (epoch + 1, best),
         textcoords="offset points",
-        xytext=(-10, -30 if mode == "max" else 20),
-        ha="right",
+        xytext=(-10 if left else 10, -30 if mode == "max" else 20),
+        ha="right" if left else "left",
         fontsize=9,
     )
 
