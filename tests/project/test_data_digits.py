@@ -29,10 +29,11 @@ def test_digits_split_is_a_function_of_the_seed() -> None:
     assert not torch.equal(first["test"][0], other["test"][0])
 
 
-def test_digits_batches_have_the_declared_shape_and_range() -> None:
+def test_digits_batches_have_the_shape_the_model_is_told() -> None:
     datamodule = DigitsDataModule(batch_size=32)
     datamodule.setup("fit")
     images, labels = next(iter(datamodule.train_dataloader()))
-    assert images.shape == (32, *DigitsDataModule.image_shape)
+    assert images.shape == (32, *datamodule.model_kwargs()["in_shape"])
+    assert datamodule.model_kwargs()["num_classes"] == 10
     assert images.dtype == torch.float32 and images.min() >= 0.0 and images.max() <= 1.0
     assert labels.dtype == torch.long and set(labels.tolist()) <= set(range(10))

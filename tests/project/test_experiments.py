@@ -39,9 +39,10 @@ def test_experiment_runs_one_fast_dev_run_step(name: str, tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Running in `fast_dev_run` mode" in result.stdout + result.stderr
     metrics = read_metrics(run_dir)
-    assert {"train/loss", "val/acc", "test/acc"} <= set(metrics)
+    assert any(key.startswith("test/") for key in metrics)
     # The run used the recipe: its settings reached the resolved config.
     recipe = OmegaConf.load(CONFIG_DIR / "experiment" / f"{name}.yaml")
     used = OmegaConf.load(run_dir / "config.yaml")
     assert used.tags == recipe.tags
     assert used.model.lr == recipe.model.lr
+    assert used.monitor == recipe.get("monitor", "val/acc")
