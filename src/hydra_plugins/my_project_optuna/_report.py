@@ -40,9 +40,7 @@ def best_trials_table(study: Study, metric: str, top: int = 5) -> str:
 
     finished = _finished(study)
     sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
-    finished.sort(
-        key=lambda t: (t.state != TrialState.COMPLETE, sign * (t.value or 0.0), t.number)
-    )
+    finished.sort(key=lambda t: (t.state != TrialState.COMPLETE, sign * (t.value or 0.0), t.number))
     keys = sorted({key for trial in finished for key in trial.params})
     header = ["trial", "state", metric, *keys, "run dir"]
     rows = [
@@ -56,7 +54,10 @@ def best_trials_table(study: Study, metric: str, top: int = 5) -> str:
         for t in finished[:top]
     ]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in (header, *rows)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in (header, *rows)
+    ]
     counts = {state: 0 for state in ("complete", "pruned", "fail")}
     for trial in study.get_trials(deepcopy=False):
         counts[trial.state.name.lower()] = counts.get(trial.state.name.lower(), 0) + 1
@@ -105,9 +106,7 @@ def save_plots(study: Study, sweep_dir: Path, metric: str) -> dict[str, str]:
         "optimization_history.png": lambda: plots.plot_optimization_history(
             study, target_name=metric
         ),
-        "param_importances.png": lambda: plots.plot_param_importances(
-            study, target_name=metric
-        ),
+        "param_importances.png": lambda: plots.plot_param_importances(study, target_name=metric),
         # each trial's metric per epoch: where the pruned ones stopped
         "intermediate_values.png": lambda: plots.plot_intermediate_values(study),
     }
@@ -120,6 +119,8 @@ def save_plots(study: Study, sweep_dir: Path, metric: str) -> dict[str, str]:
         except (ValueError, RuntimeError, ZeroDivisionError) as error:
             problems[name] = f"not drawn ({error})"
             continue
+        if name == "intermediate_values.png":
+            axes.set(xlabel="epoch", ylabel=metric)  # the steps the pruning callback reports
         figure = axes.figure
         figure.set_size_inches(8, 5)
         figure.savefig(sweep_dir / name, dpi=110, bbox_inches="tight")

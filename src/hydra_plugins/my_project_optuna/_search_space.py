@@ -61,13 +61,13 @@ def search_space(
         lines[override.get_key_element()] = override.input_line or ""
     space = SearchSpace()
     for override in parser.parse_overrides(list(lines.values())):
-        key = override.get_key_element()
+        key, value = override.get_key_element(), override.value()
         if not override.is_sweep_override():
             space.fixed.append(override.input_line or "")
-        elif override.is_interval_sweep():
-            space.distributions[key] = _interval(override.value())
-        elif override.is_range_sweep() and _is_int_range(override.value()):
-            space.distributions[key] = _int_range(override.value())
+        elif isinstance(value, IntervalSweep):
+            space.distributions[key] = _interval(value)
+        elif isinstance(value, RangeSweep) and _is_int_range(value):
+            space.distributions[key] = _int_range(value)
         else:  # choice(...), a,b,c, glob(...), a range of floats
             space.distributions[key], space.choice_texts[key] = _categorical(override)
     return space

@@ -22,22 +22,26 @@ stay distinct across resumes. One search process per study at a time.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
+from hydra.errors import HydraException
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ._report import RUN_DIR_ATTR, report
 from ._search_space import SearchSpace, search_space
 
 if TYPE_CHECKING:
     from optuna import Study
-    from optuna.trial import Trial
+    from optuna.trial import FrozenTrial, Trial
+
+    from my_project.machinery.callbacks.optuna_pruning import TrialOfJob
 
 DIRECTIONS = ("minimize", "maximize")
 
@@ -58,106 +62,134 @@ class OptunaSweeper(Sweeper):
         top_trials: int = 5,
     ) -> None:
         if direction not in DIRECTIONS:
-            raise ValueError(
-                f"hydra.sweeper.direction={direction}: use `maximize` or `minimize` (the "
-                "search optimises one metric, `optimized_metric`)."
+            bad_input(
+                f"hydra.sweeper.direction={direction}: use `maximize` or `minimize` (a search "
+                "optimises one metric, `optimized_metric`)."
             )
         if n_trials < 1 or n_jobs < 1:
-            raise ValueError("hydra.sweeper.n_trials and hydra.sweeper.n_jobs must be at least 1")
-        self.params = OmegaConf.to_container(params) if isinstance(params, DictConfig) else params
+            bad_input(
+                f"hydra.sweeper.n_trials={n_trials}, hydra.sweeper.n_jobs={n_jobs}: both must "
+                "be at least 1."
+            )
+        self.params = {str(key): value for key, value in (params or {}).items()}
         self.direction = direction
         self.n_trials = n_trials
         self.n_jobs = n_jobs  # trials per launch: parallel for launchers that run jobs at once
         self.study_name = study_name
         self.storage = storage
-        self.sampler = sampler  # instantiated by Hydra from the config's _target_
+        self.sampler = sampler  # configs with a _target_, built in `_study`
         self.pruner = pruner  # null: never prune
         self.top_trials = top_trials
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        self.config = config
+        self.config = self._config = config
         self.hydra_context = hydra_context
-        self.launcher = Plugins.instance().instantiate_launcher(
+        self._config_loader = hydra_context.config_loader
+        self.launcher = self._launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
         )
 
     def sweep(self, arguments: list[str]) -> Study:
         from optuna.trial import TrialState
 
-        space = search_space(self.params, arguments, self.hydra_context.config_loader)
-        metric = str(self.config.get("optimized_metric", "objective"))
-        sweep_dir = Path(self.config.hydra.sweep.dir)
+        try:
+            space = search_space(self.params, arguments, self._config_loader)
+        except (HydraException, ValueError) as error:
+            bad_input(f"The search space (hydra.sweeper.params) does not parse: {error}")
+        self.metric = str(self._config.get("optimized_metric", "objective"))
+        sweep_dir = Path(self._config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         study = self._study()
         fail_interrupted_trials(study)
         while (left := self.n_trials - len(finished_trials(study))) > 0:
             trials = [study.ask(space.distributions) for _ in range(min(self.n_jobs, left))]
-            returns = self._run(study, trials, space)
-            for trial, job_return in zip(trials, returns, strict=True):
-                state = self._tell(study, trial, job_return)
-                print(trial_summary(study, trial.number, metric), flush=True)
+            for job, job_return in self._run(study, trials, space):
+                state = self._tell(study, job, job_return)
+                print(trial_summary(study.trials[job.trial.number], self.metric), flush=True)
                 if state == TrialState.FAIL:
                     job_return.return_value  # noqa: B018 - raises the job's own error
-        report(study, sweep_dir, metric, self.top_trials)
+        report(study, sweep_dir, self.metric, self.top_trials)
         return study
 
     def _study(self) -> Study:
+        """The study in ``storage`` (created, or loaded to continue it), sampler and pruner set."""
         import optuna
+        from hydra.utils import instantiate
+        from optuna.study import StudyDirection
 
-        return optuna.create_study(
+        study = optuna.create_study(
             study_name=self.study_name,
             storage=self.storage,
-            sampler=self.sampler,
-            pruner=self.pruner or optuna.pruners.NopPruner(),
-            direction=self.direction,
+            direction=StudyDirection[self.direction.upper()],
             load_if_exists=True,
         )
+        if study.direction.name.lower() != self.direction:  # Optuna keeps the stored one
+            bad_input(
+                f"The study {self.study_name!r} in {self._config.hydra.sweep.dir} was made to "
+                f"{study.direction.name.lower()}, not to {self.direction}: keep its direction "
+                "to continue it, or start a new search in a new hydra.sweep.dir."
+            )
+        sampler = self.sampler
+        if sampler is not None and sampler.get("seed") is not None:
+            # The same seed again would replay the draws of the earlier run's trials.
+            sampler = {**sampler, "seed": sampler.seed + len(study.trials)}
+        study.sampler = instantiate(sampler) if sampler else optuna.samplers.TPESampler()
+        study.pruner = instantiate(self.pruner) if self.pruner else optuna.pruners.NopPruner()
+        return study
 
-    def _run(self, study: Study, trials: Sequence[Trial], space: SearchSpace) -> list[JobReturn]:
+    def _run(
+        self, study: Study, trials: Sequence[Trial], space: SearchSpace
+    ) -> list[tuple[TrialOfJob, JobReturn]]:
         """Launch the trials as jobs numbered by trial, with their trials handed to the jobs."""
         from optuna.trial import TrialState
 
         from my_project.machinery.callbacks.optuna_pruning import TrialOfJob, trials_for_jobs
 
-        self.jobs = {trial.number: TrialOfJob(trial) for trial in trials}
+        jobs = {trial.number: TrialOfJob(trial) for trial in trials}
         overrides = [space.overrides(trial.params) for trial in trials]
         try:
-            with trials_for_jobs(self.jobs):
-                returns = self.launcher.launch(overrides, initial_job_idx=trials[0].number)
-        except BaseException:  # the job's error, Ctrl-C: the trials did not finish
+            with trials_for_jobs(jobs):
+                returns = self._launcher.launch(overrides, initial_job_idx=trials[0].number)
+        except BaseException:  # a job's error, Ctrl-C: the trials did not finish
             for trial in trials:
                 study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             raise
-        return list(returns)
+        return list(zip(jobs.values(), returns, strict=True))
 
-    def _tell(self, study: Study, trial: Trial, job_return: JobReturn) -> Any:
-        """Record the job's outcome as the trial's: complete, pruned or failed."""
+    def _tell(self, study: Study, job: TrialOfJob, job_return: JobReturn) -> Any:
+        """Record the job's outcome as its trial's: complete, pruned or failed."""
         from optuna.trial import TrialState
 
+        trial = job.trial
         if job_return.hydra_cfg is not None:
-            run_dir = job_return.hydra_cfg.hydra.runtime.output_dir
-            trial.set_user_attr(RUN_DIR_ATTR, str(run_dir))
+            trial.set_user_attr(RUN_DIR_ATTR, str(job_return.hydra_cfg.hydra.runtime.output_dir))
         if job_return.status != JobStatus.COMPLETED:
             study.tell(trial, state=TrialState.FAIL)
             return TrialState.FAIL
-        if self.jobs[trial.number].pruned_at_epoch is not None:
+        if job.pruned_at_epoch is not None:
             study.tell(trial, state=TrialState.PRUNED)
             return TrialState.PRUNED
         value = job_return.return_value
         if value is None or not math.isfinite(float(value)):
             study.tell(trial, state=TrialState.FAIL)
-            metric = self.config.get("optimized_metric")
-            raise ValueError(
-                f"Trial {trial.number} returned {value} for optimized_metric={metric}: "
-                "set `optimized_metric` to a metric the run writes to metrics.json."
+            bad_input(
+                f"Trial {trial.number} ended with optimized_metric={self.metric} = {value}: "
+                "set `optimized_metric` to a finite metric the run writes to metrics.json "
+                "(e.g. val/acc_best, val/loss)."
             )
         study.tell(trial, float(value))
         return TrialState.COMPLETE
 
 
-def finished_trials(study: Study) -> list[Any]:
+def bad_input(message: str) -> NoReturn:
+    """Search settings that cannot work: one paragraph and exit status 2, as the entry points."""
+    print(f"\nError: {message}\n", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def finished_trials(study: Study) -> list[FrozenTrial]:
     """The trials that count towards ``n_trials``: complete or pruned."""
     from optuna.trial import TrialState
 
@@ -177,9 +209,8 @@ def fail_interrupted_trials(study: Study) -> None:
         )
 
 
-def trial_summary(study: Study, number: int, metric: str) -> str:
+def trial_summary(trial: FrozenTrial, metric: str) -> str:
     """One line per finished trial: its state, value and parameters."""
-    trial = study.get_trials(deepcopy=False)[number]
     params = ", ".join(f"{key}={value}" for key, value in trial.params.items())
     value = "" if trial.value is None else f" {metric}={trial.value:.4g}"
-    return f"Trial {number} {trial.state.name.lower()}:{value} ({params})"
+    return f"Trial {trial.number} {trial.state.name.lower()}:{value} ({params})"
