@@ -32,7 +32,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import HydraException
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ._report import RUN_DIR_ATTR, report
 from ._search_space import SearchSpace, search_space
@@ -59,6 +59,7 @@ class OptunaSweeper(Sweeper):
         storage: str | None = None,
         sampler: Any = None,
         pruner: Any = None,
+        enqueue: Sequence[Mapping[str, Any]] = (),
         top_trials: int = 5,
     ) -> None:
         if direction not in DIRECTIONS:
@@ -71,7 +72,7 @@ class OptunaSweeper(Sweeper):
                 f"hydra.sweeper.n_trials={n_trials}, hydra.sweeper.n_jobs={n_jobs}: both must "
                 "be at least 1."
             )
-        self.params = {str(key): value for key, value in (params or {}).items()}
+        self.params = plain(params or {})
         self.direction = direction
         self.n_trials = n_trials
         self.n_jobs = n_jobs  # trials per launch: parallel for launchers that run jobs at once
@@ -79,6 +80,7 @@ class OptunaSweeper(Sweeper):
         self.storage = storage
         self.sampler = sampler  # configs with a _target_, built in `_study`
         self.pruner = pruner  # null: never prune
+        self.enqueue = [plain(params) for params in enqueue]  # parameter sets to run first
         self.top_trials = top_trials
 
     def setup(
@@ -103,6 +105,8 @@ class OptunaSweeper(Sweeper):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         study = self._study()
         fail_interrupted_trials(study)
+        for params in self.enqueue:  # once: a resumed search finds them in the study
+            study.enqueue_trial(params, skip_if_exists=True)
         while (left := self.n_trials - len(finished_trials(study))) > 0:
             trials = [study.ask(space.distributions) for _ in range(min(self.n_jobs, left))]
             for job, job_return in self._run(study, trials, space):
@@ -187,6 +191,14 @@ def bad_input(message: str) -> NoReturn:
     """Search settings that cannot work: one paragraph and exit status 2, as the entry points."""
     print(f"\nError: {message}\n", file=sys.stderr, flush=True)
     raise SystemExit(2)
+
+
+def plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """A config mapping as plain Python values, as Optuna stores them."""
+    return {
+        str(key): OmegaConf.to_object(value) if OmegaConf.is_config(value) else value
+        for key, value in mapping.items()
+    }
 
 
 def finished_trials(study: Study) -> list[FrozenTrial]:
