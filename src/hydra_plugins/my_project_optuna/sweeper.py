@@ -149,12 +149,12 @@ class OptunaSweeper(Sweeper):
         """Launch the trials as jobs numbered by trial, with their trials handed to the jobs."""
         from optuna.trial import TrialState
 
-        from my_project.machinery.callbacks.optuna_pruning import TrialOfJob, trials_for_jobs
+        from my_project.machinery.callbacks import optuna_pruning
 
-        jobs = {trial.number: TrialOfJob(trial) for trial in trials}
+        jobs = {trial.number: optuna_pruning.TrialOfJob(trial) for trial in trials}
         overrides = [space.overrides(trial.params) for trial in trials]
         try:
-            with trials_for_jobs(jobs):
+            with optuna_pruning.trials_for_jobs(jobs):
                 returns = self._launcher.launch(overrides, initial_job_idx=trials[0].number)
         except BaseException:  # a job's error, Ctrl-C: the trials did not finish
             for trial in trials:
