@@ -27,7 +27,8 @@ def report(study: Study, sweep_dir: Path, metric: str, top: int = 5) -> None:
     print(f"Study, best parameters and plots in {sweep_dir}", flush=True)
 
 
-def _finished(study: Study) -> list[FrozenTrial]:
+def finished_trials(study: Study) -> list[FrozenTrial]:
+    """The trials that count towards ``n_trials``: complete or pruned."""
     from optuna.trial import TrialState
 
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
@@ -38,7 +39,7 @@ def best_trials_table(study: Study, metric: str, top: int = 5) -> str:
     from optuna.study import StudyDirection
     from optuna.trial import TrialState
 
-    finished = _finished(study)
+    finished = finished_trials(study)
     sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
     finished.sort(key=lambda t: (t.state != TrialState.COMPLETE, sign * (t.value or 0.0), t.number))
     keys = sorted({key for trial in finished for key in trial.params})

@@ -34,7 +34,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from ._report import RUN_DIR_ATTR, report
+from ._report import RUN_DIR_ATTR, finished_trials, report
 from ._search_space import SearchSpace, search_space
 
 if TYPE_CHECKING:
@@ -199,13 +199,6 @@ def plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
         str(key): OmegaConf.to_object(value) if OmegaConf.is_config(value) else value
         for key, value in mapping.items()
     }
-
-
-def finished_trials(study: Study) -> list[FrozenTrial]:
-    """The trials that count towards ``n_trials``: complete or pruned."""
-    from optuna.trial import TrialState
-
-    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
 
 
 def fail_interrupted_trials(study: Study) -> None:
