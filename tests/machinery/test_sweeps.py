@@ -1,15 +1,27 @@
-"""Multiruns: an Optuna search (`hparams_search=mlp`) and a plain `-m` sweep, one run dir per job."""
+"""Multiruns: Optuna searches (`hparams_search=mlp`) and a plain `-m` sweep, one run dir per job.
+
+The searches run the project's own sweeper (src/hydra_plugins/my_project_optuna) for real,
+as `python train.py -m ...` in a subprocess, with a few trials of two or three epochs.
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import optuna
 import pytest
 import yaml
 from omegaconf import OmegaConf
+from optuna.trial import TrialState
 
-from .helpers import clean_env, read_metrics, run_entry
+from .helpers import CONFIG_DIR, ROOT, clean_env, pinned, read_metrics, run_entry
 from .wandb_run import offline_runs, read_wandb_run
+
+COMPLETE, PRUNED, FAIL = TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL
+PLOTS = ("optimization_history.png", "param_importances.png", "intermediate_values.png")
 
 
 def job_dirs(sweep_dir: Path) -> list[Path]:
@@ -17,36 +29,207 @@ def job_dirs(sweep_dir: Path) -> list[Path]:
     return sorted((p for p in sweep_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
 
 
+def load_study(sweep_dir: Path, name: str = "mlp") -> optuna.Study:
+    """The study the search kept in its sweep directory (the default storage)."""
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{sweep_dir / 'optuna.db'}")
+
+
+def epochs_trained(run_dir: Path) -> int:
+    """Epochs with a validation row in the run's CSV log."""
+    rows = (run_dir / "csv" / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    val = header.index("val/acc")
+    return sum(1 for row in rows[1:] if row.split(",")[val])
+
+
 @pytest.mark.slow
-def test_optuna_sweep_runs_two_trials_and_reports_the_best(tmp_path: Path) -> None:
+def test_search_keeps_its_study_in_sqlite_prunes_a_hopeless_trial_and_leaves_results(
+    tmp_path: Path,
+) -> None:
+    # Two good learning rates first, then a hopeless one: at its first epoch it is far behind
+    # the median of the two finished trials, so the (default) median pruner stops it.
     result = run_entry(
         "train",
         "hparams_search=mlp",
-        "hydra.sweeper.n_trials=2",
-        "trainer.max_epochs=2",
+        "hydra.sweeper.n_trials=4",
+        "trainer.max_epochs=3",
         "logger=csv",
+        "model.lr=tag(log, interval(1e-6, 0.05))",
+        "hydra.sweeper.enqueue=[{model.lr:0.01},{model.lr:0.02},{model.lr:1e-6}]",
+        "hydra.sweeper.pruner.n_startup_trials=2",
+        "hydra.sweeper.pruner.n_warmup_steps=0",
         f"hydra.sweep.dir={tmp_path}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    jobs = job_dirs(tmp_path)
-    assert [job.name for job in jobs] == ["0", "1"]
 
-    trials = []
-    for job in jobs:
+    study = load_study(tmp_path)
+    trials = study.trials
+    assert [t.number for t in trials] == [0, 1, 2, 3]
+    assert [t.params["model.lr"] for t in trials[:3]] == [0.01, 0.02, 1e-6]
+    assert [t.state for t in trials[:3]] == [COMPLETE, COMPLETE, PRUNED]
+    assert trials[3].state in (COMPLETE, PRUNED)
+    # Reported every epoch; the pruned trial stopped after its first.
+    assert [len(t.intermediate_values) for t in trials[:3]] == [3, 3, 1]
+
+    assert [job.name for job in job_dirs(tmp_path)] == ["0", "1", "2", "3"]
+    for trial, job in zip(trials, job_dirs(tmp_path), strict=True):
         cfg = OmegaConf.load(job / "config.yaml")
-        # The sampled width reached the network; the sampled values lie in the search space.
-        assert cfg.model.net.hidden == [cfg.width, cfg.width]
-        assert cfg.width in (32, 64, 128, 256) and cfg.data.batch_size in (32, 64, 128)
-        assert 0.0003 <= cfg.model.lr <= 0.03
+        # The sampled values reached the run: lr, batch size, and the width of both layers.
+        assert cfg.model.lr == pytest.approx(trial.params["model.lr"])
+        assert cfg.data.batch_size == trial.params["data.batch_size"]
+        assert cfg.model.net.hidden == [trial.params["width"]] * 2
         assert (job / "checkpoints" / "last.ckpt").is_file()
-        params = {"model.lr": cfg.model.lr, "data.batch_size": cfg.data.batch_size}
-        trials.append((read_metrics(job)["val/acc_best"], {**params, "width": cfg.width}))
-    assert trials[0][1] != trials[1][1], "both trials ran the same parameters"
+        # The run's own record agrees with the study.
+        assert read_metrics(job)["val/acc_best"] == pytest.approx(trial.value)
+    pruned = tmp_path / "2"
+    assert epochs_trained(pruned) == 1 and (pruned / "metrics.json").is_file()
 
-    results = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
-    best_value, best_params = max(trials, key=lambda trial: trial[0])
-    assert results["best_value"] == pytest.approx(best_value)
-    assert results["best_params"] == pytest.approx(best_params)
+    best = max((t for t in trials if t.state == COMPLETE), key=lambda t: t.value)
+    results = yaml.safe_load((tmp_path / "best_params.yaml").read_text())
+    assert results["best_trial"] == best.number
+    assert results["best_value"] == pytest.approx(best.value)
+    assert results["best_params"] == pytest.approx(best.params)
+    assert results["run_dir"] == str(tmp_path / str(best.number))
+    for name in PLOTS:
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    table = result.stdout[result.stdout.index("Best of 4 trials") :]
+    assert "pruned" in table and f"{tmp_path / '2'}" in table
+
+
+@pytest.mark.slow
+def test_search_killed_mid_trial_continues_its_study_to_the_requested_trials(
+    tmp_path: Path,
+) -> None:
+    sweep = tmp_path / "sweep"
+    args = [
+        "hparams_search=mlp",
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.pruner=null",
+        "trainer.max_epochs=1",
+        "logger=csv",
+        f"hydra.sweep.dir={sweep}",
+    ]
+    with open(tmp_path / "first.log", "w") as log:
+        first = subprocess.Popen(
+            [sys.executable, str(ROOT / "train.py"), *pinned(args)],
+            cwd=ROOT,
+            env=clean_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 300
+        while not (sweep / "1" / "config.yaml").exists():  # trial 1 has started training
+            assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "trial 1 never started"
+            time.sleep(0.05)
+        first.kill()  # SIGKILL: no handler runs, the study stays as it was
+        first.wait()
+    before = load_study(sweep).trials
+    assert [t.state for t in before] == [COMPLETE, TrialState.RUNNING]
+
+    result = run_entry("train", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Trial 1 was interrupted" in result.stdout
+
+    trials = load_study(sweep).trials
+    # The finished trial is kept as it was, the interrupted one failed; 3 finished in all.
+    assert [t.state for t in trials] == [COMPLETE, FAIL, COMPLETE, COMPLETE]
+    assert trials[0].value == before[0].value and trials[0].params == before[0].params
+    # The resumed search drew new parameters, not the first run's draws again.
+    assert trials[2].params["model.lr"] not in {t.params["model.lr"] for t in before}
+    assert [job.name for job in job_dirs(sweep)] == ["0", "1", "2", "3"]
+    assert not (sweep / "1" / "metrics.json").exists()  # the interrupted run, left as it was
+    assert all((sweep / n / "metrics.json").is_file() for n in ("0", "2", "3"))
+    assert yaml.safe_load((sweep / "best_params.yaml").read_text())["best_trial"] in (0, 2, 3)
+
+
+@pytest.mark.slow
+def test_a_copy_of_the_search_config_minimises_a_loss_with_one_wandb_group(
+    tmp_path: Path,
+) -> None:
+    """A search for another experiment is mlp.yaml with another metric, direction and params."""
+    text = (CONFIG_DIR / "hparams_search" / "mlp.yaml").read_text()
+    for old, new in (
+        ("optimized_metric: val/acc_best", "optimized_metric: val/loss"),
+        ("direction: maximize", "direction: minimize"),
+        ("model.lr: tag(log, interval(0.0003, 0.03))", "model.lr: tag(log, interval(0.001, 0.1))"),
+    ):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    configs = tmp_path / "configs" / "hparams_search"
+    configs.mkdir(parents=True)
+    (configs / "mlp_loss.yaml").write_text(text)
+    home = tmp_path / "home"
+    home.mkdir()
+    sweep = tmp_path / "sweep"
+
+    result = run_entry(
+        "train",
+        f"hydra.searchpath=[file://{tmp_path / 'configs'}]",
+        "hparams_search=mlp_loss",
+        "hydra.sweeper.n_trials=2",
+        "trainer.max_epochs=2",
+        "logger=wandb",
+        f"hydra.sweep.dir={sweep}",
+        env=clean_env(HOME=str(home)),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    study = load_study(sweep, name="mlp_loss")  # named after the search config
+    assert study.direction == optuna.study.StudyDirection.MINIMIZE
+    losses = {job.name: read_metrics(job)["val/loss"] for job in job_dirs(sweep)}
+    assert [t.value for t in study.trials] == pytest.approx([losses["0"], losses["1"]])
+    assert all(0.001 <= t.params["model.lr"] <= 0.1 for t in study.trials)
+    results = yaml.safe_load((sweep / "best_params.yaml").read_text())
+    assert results["direction"] == "minimize" and results["metric"] == "val/loss"
+    assert results["best_value"] == pytest.approx(min(losses.values()))
+
+    # Each trial is its own wandb run, all in the group of the sweep folder.
+    runs = [read_wandb_run(offline_runs(job)[0]) for job in job_dirs(sweep)]
+    assert all(len(offline_runs(job)) == 1 for job in job_dirs(sweep))
+    assert runs[0].run_id != runs[1].run_id
+    assert runs[0].group == runs[1].group == f"multirun-{sweep.name}"
+
+
+@pytest.mark.slow
+def test_search_with_ddp_trials_runs_each_trial_once_and_prunes_on_every_rank(
+    tmp_path: Path,
+) -> None:
+    """`trainer=ddp_cpu` trials: each trial's second process runs its one job (never a search
+    of its own, though the search config sets `hydra.mode: MULTIRUN`), writes nothing outside
+    the sweep directory, and stops with rank 0 when the trial is pruned (a rank going on alone
+    would hang in the next collective; a search of its own would wait 300 s per trial)."""
+    logs = tmp_path / "logs"
+    sweep = tmp_path / "sweep"
+    started = time.monotonic()
+    result = run_entry(
+        "train",
+        "hparams_search=mlp",
+        "hydra.sweeper.n_trials=3",
+        "trainer=ddp_cpu",
+        "trainer.max_epochs=2",
+        "logger=csv",
+        "hydra.sweeper.enqueue=[{model.lr:0.01},{model.lr:1e-6}]",
+        "model.lr=tag(log, interval(1e-6, 0.05))",
+        "hydra.sweeper.pruner.n_startup_trials=1",
+        "hydra.sweeper.pruner.n_warmup_steps=0",
+        f"hydra.sweep.dir={sweep}",
+        env=clean_env(MY_PROJECT_LOG_DIR=str(logs)),
+        timeout=290,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert (result.stdout + result.stderr).count("Starting with 2 processes") == 3
+    assert elapsed < 240, f"3 small DDP trials took {elapsed:.0f} s"
+    assert not logs.exists(), sorted(str(p) for p in logs.rglob("*"))
+
+    trials = load_study(sweep).trials
+    assert [t.state for t in trials[:2]] == [COMPLETE, PRUNED]
+    assert [job.name for job in job_dirs(sweep)] == ["0", "1", "2"]
+    for job in job_dirs(sweep):
+        assert [p.name for p in job.rglob("metrics.json")] == ["metrics.json"]
+        assert not list(job.glob("[0-9]*")), f"{job} holds a sweep of its own"
+    assert epochs_trained(sweep / "1") == 1
 
 
 @pytest.mark.slow
@@ -56,7 +239,7 @@ def test_multirun_gives_each_job_its_own_run_directory_and_wandb_run(tmp_path: P
     sweep = tmp_path / "sweep"
     result = run_entry(
         "train",
-        "-m",
+        "hydra.mode=MULTIRUN",  # `-m`, as an override: the helpers put `trainer=cpu` first
         "model.lr=0.001,0.01",
         "trainer.max_epochs=1",
         "logger=wandb",

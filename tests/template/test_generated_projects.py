@@ -57,7 +57,8 @@ def test_generated_project_installs_and_passes_its_own_quick_tests(
     made = run_cookiecutter_cli(str(ROOT), tmp_path / "OUT", cc_config, *INSTALLED[slug])
     assert made.returncode == 0, made.stderr[-3000:]
     project = tmp_path / "OUT" / slug
-    package = next((project / "src").iterdir()).name
+    # src/ holds the package and hydra_plugins/ (the project's Optuna sweeper)
+    package = next(p.name for p in (project / "src").iterdir() if p.name != "hydra_plugins")
     python = layered_venv(tmp_path / "venv")
     env = subprocess_env()
 

@@ -103,6 +103,9 @@ def hydra_job_command() -> tuple[list[str], str]:
         if not o.lstrip("+~").startswith(_SWEEP_ONLY_HYDRA_KEYS)
     ]
     command += [
+        # A single run however the parent's multirun was asked for: `-m` is dropped above,
+        # and this also overrides a `hydra.mode: MULTIRUN` set in a config (hparams_search).
+        "hydra.mode=RUN",
         f"hydra.run.dir={_hydra_quote(hydra_cfg.runtime.output_dir)}",
         "hydra.output_subdir=null",
     ]

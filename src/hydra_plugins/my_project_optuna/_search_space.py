@@ -1,0 +1,111 @@
+"""Hydra's sweep syntax as an Optuna search space, and sampled values back as overrides.
+
+The syntax is the one `hydra.sweeper.params` and the command line share (Hydra's override
+grammar): ``choice(a, b)`` or ``a,b`` (categorical), ``range(start, stop, step)`` (stop
+excluded, as in Hydra), ``interval(low, high)`` (float; ``int(interval(...))`` for integers)
+and ``tag(log, interval(...))`` (log scale). Anything else is a value every trial gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import IntervalSweep, Override, RangeSweep, Transformer
+
+if TYPE_CHECKING:
+    from hydra.core.config_loader import ConfigLoader
+    from optuna.distributions import BaseDistribution
+
+# The values Optuna can hold in a categorical distribution; other choices (lists, dicts)
+# are kept as their override text.
+_PLAIN = (str, int, float, bool)
+
+
+@dataclass
+class SearchSpace:
+    """What each trial samples, what every trial gets as is, and how to write both back."""
+
+    distributions: dict[str, BaseDistribution] = field(default_factory=dict)
+    fixed: list[str] = field(default_factory=list)  # overrides every trial gets unchanged
+    # For categorical parameters: each value Optuna holds -> the override text of the choice.
+    choice_texts: dict[str, dict[Any, str]] = field(default_factory=dict)
+
+    def overrides(self, params: Mapping[str, Any]) -> list[str]:
+        """The job's overrides: the fixed ones, then ``key=value`` for each sampled value."""
+        sampled = [f"{key}={self._text(key, value)}" for key, value in params.items()]
+        return [*self.fixed, *sampled]
+
+    def _text(self, key: str, value: Any) -> str:
+        if key in self.choice_texts:
+            return self.choice_texts[key][value]
+        return repr(value)  # an int or a float: repr round-trips (1e-05, 0.0123)
+
+
+def search_space(
+    params: Mapping[str, Any] | None,
+    arguments: Iterable[str],
+    config_loader: ConfigLoader | None = None,
+) -> SearchSpace:
+    """The space of ``hydra.sweeper.params`` and the command line's overrides.
+
+    A command-line override replaces a parameter of the same key (``model.lr=0.01`` fixes the
+    learning rate a search config samples; ``model.lr=interval(0.001,0.1)`` changes its range).
+    """
+    parser = OverridesParser.create(config_loader=config_loader)
+    lines = {key: f"{key}={value}" for key, value in (params or {}).items()}
+    for override in parser.parse_overrides(list(arguments)):
+        lines.pop(override.get_key_element(), None)
+        lines[override.get_key_element()] = override.input_line or ""
+    space = SearchSpace()
+    for override in parser.parse_overrides(list(lines.values())):
+        key, value = override.get_key_element(), override.value()
+        if not override.is_sweep_override():
+            space.fixed.append(override.input_line or "")
+        elif isinstance(value, IntervalSweep):
+            space.distributions[key] = _interval(value)
+        elif isinstance(value, RangeSweep) and _is_int_range(value):
+            space.distributions[key] = _int_range(value)
+        else:  # choice(...), a,b,c, glob(...), a range of floats
+            space.distributions[key], space.choice_texts[key] = _categorical(override)
+    return space
+
+
+def _interval(sweep: IntervalSweep) -> BaseDistribution:
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    log = "log" in sweep.tags
+    if isinstance(sweep.start, int) and isinstance(sweep.end, int):
+        return IntDistribution(sweep.start, sweep.end, log=log)
+    assert sweep.start is not None and sweep.end is not None
+    return FloatDistribution(float(sweep.start), float(sweep.end), log=log)
+
+
+def _is_int_range(sweep: RangeSweep) -> bool:
+    return all(isinstance(v, int) for v in (sweep.start, sweep.stop, sweep.step)) and (
+        int(sweep.step) > 0
+    )
+
+
+def _int_range(sweep: RangeSweep) -> BaseDistribution:
+    """``range(start, stop, step)``: Hydra's values (stop excluded) as an integer distribution."""
+    from optuna.distributions import IntDistribution
+
+    values = range(int(sweep.start or 0), int(sweep.stop or 0), int(sweep.step))
+    if not values:
+        raise ValueError(f"range({sweep.start}, {sweep.stop}, {sweep.step}) holds no value")
+    return IntDistribution(values[0], values[-1], step=values.step)
+
+
+def _categorical(override: Override) -> tuple[BaseDistribution, dict[Any, str]]:
+    from optuna.distributions import CategoricalDistribution
+
+    texts: dict[Any, str] = {}
+    for element in override.sweep_iterator():
+        held = element if isinstance(element, _PLAIN) else Transformer.str(element)
+        texts[held] = Transformer.str(element)
+    if not texts:
+        raise ValueError(f"{override.input_line} offers no value to choose from")
+    return CategoricalDistribution(list(texts)), texts
