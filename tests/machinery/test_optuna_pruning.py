@@ -2,7 +2,8 @@
 that re-runs a search job in a DDP child.
 
 `train()` runs in this process inside Hydra's state for job 0 of `train.py -m
-hparams_search=mlp`, with a real Optuna trial handed over as the sweeper does.
+hparams_search=docs_style` (a team's module and search config), with a real Optuna trial
+handed over as the sweeper does.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from my_project.machinery.errors import report_user_errors
 from my_project.machinery.run.train import train
 from my_project.machinery.strategies.ddp import hydra_job_command
 
-from .helpers import CONFIG_DIR, FAST, pinned
+from .helpers import CONFIG_DIR, DOCS_STYLE, FAST, pinned
 from .test_sweeps import epochs_trained
 
-SEARCH = ["hparams_search=mlp", *FAST]
+SEARCH = [*DOCS_STYLE, "hparams_search=docs_style", *FAST]
 
 
 def search_job(overrides: list[str], job_dir: Path) -> DictConfig:
@@ -71,9 +72,9 @@ def test_each_epoch_is_reported_and_a_rejected_trial_stops_with_its_run_complete
     assert job.pruned_at_epoch == pruned_at
     reported = study.trials[0].intermediate_values
     assert sorted(reported) == list(range(epochs))
-    assert reported[epochs - 1] == pytest.approx(metrics["val/acc_best"])
+    assert reported[epochs - 1] == pytest.approx(metrics["val_acc"])
     assert epochs_trained(tmp_path) == epochs
-    assert (tmp_path / "metrics.json").is_file() and "test/acc" in metrics
+    assert (tmp_path / "metrics.json").is_file() and "test_acc" in metrics
 
 
 @pytest.mark.slow
@@ -86,7 +87,7 @@ def test_a_search_metric_the_model_does_not_log_is_one_clear_error(
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "optimized_metric=val/nope is not among the metrics logged at validation" in err
-    assert "val/acc_best" in err and "Traceback" not in err
+    assert "val_acc" in err and "Traceback" not in err
 
 
 def test_ddp_child_of_a_search_job_runs_that_one_job_though_the_config_asks_for_multirun(
@@ -95,8 +96,10 @@ def test_ddp_child_of_a_search_job_runs_that_one_job_though_the_config_asks_for_
     """hparams_search sets `hydra.mode: MULTIRUN` in its config, not with `-m`: the child's
     command must still make a single run, or it starts a search of its own."""
     job_dir = tmp_path / "sweep" / "0"
-    monkeypatch.setattr(sys, "argv", ["train.py", "hparams_search=mlp", "trainer.devices=2"])
-    search_job(["hparams_search=mlp", "trainer.devices=2", "model.lr=0.01"], job_dir)
+    monkeypatch.setattr(sys, "argv", ["train.py", "hparams_search=docs_style", "trainer.devices=2"])
+    search_job(
+        [*DOCS_STYLE, "hparams_search=docs_style", "trainer.devices=2", "model.lr=0.01"], job_dir
+    )
     assert HydraConfig.get().mode == RunMode.MULTIRUN
 
     command, _ = hydra_job_command()

@@ -1,4 +1,5 @@
-"""Multiruns: Optuna searches (`hparams_search=mlp`) and a plain `-m` sweep, one run dir per job.
+"""Multiruns: Optuna searches and a plain `-m` sweep, one run dir per job, on a team's own
+module (docs_style.py) with its own search config (configs/hparams_search/docs_style.yaml here).
 
 The searches run the project's own sweeper (src/hydra_plugins/my_project_optuna) for real,
 as `python train.py -m ...` in a subprocess, with a few trials of two or three epochs.
@@ -17,7 +18,7 @@ import yaml
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from .helpers import CONFIG_DIR, ROOT, clean_env, pinned, read_metrics, run_entry
+from .helpers import DOCS_STYLE, MACHINERY_CONFIGS, ROOT, clean_env, pinned, read_metrics, run_entry
 from .wandb_run import offline_runs, read_wandb_run
 
 COMPLETE, PRUNED, FAIL = TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL
@@ -29,7 +30,7 @@ def job_dirs(sweep_dir: Path) -> list[Path]:
     return sorted((p for p in sweep_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
 
 
-def load_study(sweep_dir: Path, name: str = "mlp") -> optuna.Study:
+def load_study(sweep_dir: Path, name: str = "docs_style") -> optuna.Study:
     """The study the search kept in its sweep directory (the default storage)."""
     return optuna.load_study(study_name=name, storage=f"sqlite:///{sweep_dir / 'optuna.db'}")
 
@@ -38,7 +39,7 @@ def epochs_trained(run_dir: Path) -> int:
     """Epochs with a validation row in the run's CSV log."""
     rows = (run_dir / "csv" / "metrics.csv").read_text().splitlines()
     header = rows[0].split(",")
-    val = header.index("val/acc")
+    val = header.index("val_acc")
     return sum(1 for row in rows[1:] if row.split(",")[val])
 
 
@@ -50,7 +51,8 @@ def test_search_keeps_its_study_in_sqlite_prunes_a_hopeless_trial_and_leaves_res
     # the median of the two finished trials, so the (default) median pruner stops it.
     result = run_entry(
         "train",
-        "hparams_search=mlp",
+        *DOCS_STYLE,
+        "hparams_search=docs_style",
         "hydra.sweeper.n_trials=4",
         "trainer.max_epochs=3",
         "logger=csv",
@@ -74,13 +76,13 @@ def test_search_keeps_its_study_in_sqlite_prunes_a_hopeless_trial_and_leaves_res
     assert [job.name for job in job_dirs(tmp_path)] == ["0", "1", "2", "3"]
     for trial, job in zip(trials, job_dirs(tmp_path), strict=True):
         cfg = OmegaConf.load(job / "config.yaml")
-        # The sampled values reached the run: lr, batch size, and the width of both layers.
+        # The sampled values reached the run: lr, batch size, and the hidden width.
         assert cfg.model.lr == pytest.approx(trial.params["model.lr"])
         assert cfg.data.batch_size == trial.params["data.batch_size"]
-        assert cfg.model.net.hidden == [trial.params["width"]] * 2
+        assert cfg.model.hidden == trial.params["model.hidden"]
         assert (job / "checkpoints" / "last.ckpt").is_file()
         # The run's own record agrees with the study.
-        assert read_metrics(job)["val/acc_best"] == pytest.approx(trial.value)
+        assert read_metrics(job)["val_acc"] == pytest.approx(trial.value)
     pruned = tmp_path / "2"
     assert epochs_trained(pruned) == 1 and (pruned / "metrics.json").is_file()
 
@@ -102,7 +104,8 @@ def test_search_killed_mid_trial_continues_its_study_to_the_requested_trials(
 ) -> None:
     sweep = tmp_path / "sweep"
     args = [
-        "hparams_search=mlp",
+        *DOCS_STYLE,
+        "hparams_search=docs_style",
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.pruner=null",
         "trainer.max_epochs=1",
@@ -147,26 +150,27 @@ def test_search_killed_mid_trial_continues_its_study_to_the_requested_trials(
 def test_a_copy_of_the_search_config_minimises_a_loss_with_one_wandb_group(
     tmp_path: Path,
 ) -> None:
-    """A search for another experiment is mlp.yaml with another metric, direction and params."""
-    text = (CONFIG_DIR / "hparams_search" / "mlp.yaml").read_text()
+    """A search for another experiment is a copy with another metric, direction and params."""
+    text = (MACHINERY_CONFIGS / "hparams_search" / "docs_style.yaml").read_text()
     for old, new in (
-        ("optimized_metric: val/acc_best", "optimized_metric: val/loss"),
+        ("optimized_metric: val_acc", "optimized_metric: val_loss"),
         ("direction: maximize", "direction: minimize"),
-        ("model.lr: tag(log, interval(0.0003, 0.03))", "model.lr: tag(log, interval(0.001, 0.1))"),
+        ("model.lr: tag(log, interval(0.001, 0.1))", "model.lr: tag(log, interval(0.003, 0.3))"),
     ):
         assert text.count(old) == 1, old
         text = text.replace(old, new)
     configs = tmp_path / "configs" / "hparams_search"
     configs.mkdir(parents=True)
-    (configs / "mlp_loss.yaml").write_text(text)
+    (configs / "docs_loss.yaml").write_text(text)
     home = tmp_path / "home"
     home.mkdir()
     sweep = tmp_path / "sweep"
 
     result = run_entry(
         "train",
-        f"hydra.searchpath=[file://{tmp_path / 'configs'}]",
-        "hparams_search=mlp_loss",
+        f"hydra.searchpath=[file://{tmp_path / 'configs'},file://{MACHINERY_CONFIGS}]",
+        "experiment=docs_style",
+        "hparams_search=docs_loss",
         "hydra.sweeper.n_trials=2",
         "trainer.max_epochs=2",
         "logger=wandb",
@@ -175,13 +179,13 @@ def test_a_copy_of_the_search_config_minimises_a_loss_with_one_wandb_group(
     )
     assert result.returncode == 0, result.stderr[-3000:]
 
-    study = load_study(sweep, name="mlp_loss")  # named after the search config
+    study = load_study(sweep, name="docs_loss")  # named after the search config
     assert study.direction == optuna.study.StudyDirection.MINIMIZE
-    losses = {job.name: read_metrics(job)["val/loss"] for job in job_dirs(sweep)}
+    losses = {job.name: read_metrics(job)["val_loss"] for job in job_dirs(sweep)}
     assert [t.value for t in study.trials] == pytest.approx([losses["0"], losses["1"]])
-    assert all(0.001 <= t.params["model.lr"] <= 0.1 for t in study.trials)
+    assert all(0.003 <= t.params["model.lr"] <= 0.3 for t in study.trials)
     results = yaml.safe_load((sweep / "best_params.yaml").read_text())
-    assert results["direction"] == "minimize" and results["metric"] == "val/loss"
+    assert results["direction"] == "minimize" and results["metric"] == "val_loss"
     assert results["best_value"] == pytest.approx(min(losses.values()))
 
     # Each trial is its own wandb run, all in the group of the sweep folder.
@@ -204,7 +208,8 @@ def test_search_with_ddp_trials_runs_each_trial_once_and_prunes_on_every_rank(
     started = time.monotonic()
     result = run_entry(
         "train",
-        "hparams_search=mlp",
+        *DOCS_STYLE,
+        "hparams_search=docs_style",
         "hydra.sweeper.n_trials=3",
         "trainer=ddp_cpu",
         "trainer.max_epochs=2",
@@ -239,7 +244,8 @@ def test_multirun_gives_each_job_its_own_run_directory_and_wandb_run(tmp_path: P
     sweep = tmp_path / "sweep"
     result = run_entry(
         "train",
-        "hydra.mode=MULTIRUN",  # `-m`, as an override: the helpers put `trainer=cpu` first
+        "-m",
+        *DOCS_STYLE,
         "model.lr=0.001,0.01",
         "trainer.max_epochs=1",
         "logger=wandb",
@@ -252,7 +258,7 @@ def test_multirun_gives_each_job_its_own_run_directory_and_wandb_run(tmp_path: P
     assert [OmegaConf.load(job / "config.yaml").model.lr for job in jobs] == [0.001, 0.01]
     runs = []
     for job in jobs:
-        assert 0.0 < read_metrics(job)["test/acc"] <= 1.0
+        assert 0.0 < read_metrics(job)["test_acc"] <= 1.0
         assert len(offline_runs(job)) == 1, f"{job} should hold exactly one wandb run"
         runs.append(read_wandb_run(offline_runs(job)[0]))
     # Two runs (the second job did not reuse the first one's), grouped by the sweep.

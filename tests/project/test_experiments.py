@@ -46,3 +46,22 @@ def test_experiment_runs_one_fast_dev_run_step(name: str, tmp_path: Path) -> Non
     assert used.tags == recipe.tags
     assert used.model.lr == recipe.model.lr
     assert used.monitor == recipe.get("monitor", "val/acc")
+
+
+@pytest.mark.slow
+def test_the_example_search_runs_and_keeps_its_study(tmp_path: Path) -> None:
+    """`python train.py -m hparams_search=mlp`, shortened: two trials of one epoch."""
+    sweep = tmp_path / "sweep"
+    result = run_entry(
+        "train",
+        "-m",
+        "hparams_search=mlp",
+        "hydra.sweeper.n_trials=2",
+        "trainer.max_epochs=1",
+        "logger=csv",
+        f"hydra.sweep.dir={sweep}",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (sweep / "optuna.db").is_file() and (sweep / "best_params.yaml").is_file()
+    assert all((sweep / job / "metrics.json").is_file() for job in ("0", "1"))
