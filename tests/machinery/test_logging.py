@@ -19,6 +19,7 @@ def history_keys(run_file: Path) -> dict[str, float]:
     return values
 
 
+@pytest.mark.slow
 def test_wandb_without_credentials_runs_offline_and_logs_accuracy(tmp_path: Path) -> None:
     home = tmp_path / "home"  # no ~/.netrc, no key: the situation of a fresh machine
     home.mkdir()
@@ -45,6 +46,7 @@ def test_wandb_without_credentials_runs_offline_and_logs_accuracy(tmp_path: Path
 @pytest.mark.parametrize(
     ("logger", "expected"), [("csv", "csv/metrics.csv"), ("tensorboard", "tensorboard")]
 )
+@pytest.mark.slow
 def test_file_loggers_write_into_the_run_directory(
     tmp_path: Path, logger: str, expected: str
 ) -> None:

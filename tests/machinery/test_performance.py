@@ -109,6 +109,7 @@ def test_on_device_data_trains_exactly_like_the_dataloader_path(tmp_path: Path) 
     assert on_device == loader
 
 
+@pytest.mark.slow
 def test_lean_steps_change_no_result(tmp_path: Path) -> None:
     """The same seeded run with and without the patches: the same metrics to the last bit."""
     lean = _fit(tmp_path, "lean", "callbacks=[model_checkpoint,lean_steps]")

@@ -60,3 +60,16 @@ def test_ci_runs_the_readme_commands() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     for command in ("make lint", "make test"):
         assert command in readme and f"\n{command}\n" in ci
+
+
+def test_every_path_the_readme_layout_names_exists() -> None:
+    """The map at the top of the README's Layout section matches the tree."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[
+        readme.index("## Layout\n") : readme.index("\n## ", readme.index("## Layout\n"))
+    ]
+    blocks = layout.split("```")[1::2]
+    paths = [line.split()[0] for block in blocks for line in block.strip().splitlines()]
+    assert len(paths) >= 20
+    missing = [path for path in paths if not (ROOT / path).exists()]
+    assert missing == [], missing

@@ -61,6 +61,7 @@ def test_eval_of_the_best_checkpoint_gives_the_same_test_accuracy(
     assert read_metrics(tmp_path)["test/acc"] == read_metrics(default_run)["test/acc"]
 
 
+@pytest.mark.slow
 def test_resume_from_last_checkpoint_ends_at_the_requested_epoch(tmp_path: Path) -> None:
     first, resumed = tmp_path / "first", tmp_path / "resumed"
     result = run_entry("train", *FAST, "test=false", f"hydra.run.dir={first}")
