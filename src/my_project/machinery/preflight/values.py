@@ -181,7 +181,7 @@ _BATCH_LIMITS = (
 
 def _fraction_or_count(value: Any, low_open: bool = False) -> bool:
     if isinstance(value, float):
-        return (0.0 < value if low_open else 0.0 <= value) and value <= 1.0
+        return (value > 0.0 if low_open else value >= 0.0) and value <= 1.0
     return value >= (1 if low_open else 0)
 
 

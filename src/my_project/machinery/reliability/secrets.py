@@ -203,4 +203,4 @@ def mask_stderr() -> None:
     stream catches them all, whoever prints.
     """
     if not isinstance(sys.stderr, MaskedStream):
-        sys.stderr = MaskedStream(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = MaskedStream(sys.stderr)

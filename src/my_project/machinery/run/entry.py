@@ -135,7 +135,7 @@ def remove_untouched_run_dir() -> None:
     hydra_files = []
     if hydra_cfg.output_subdir is not None:
         hydra_files.append(Path(hydra_cfg.output_subdir).parts[0])
-    log_file = OmegaConf.select(hydra_cfg, "job_logging.handlers.file.filename")
+    log_file = OmegaConf.select(DictConfig(hydra_cfg.job_logging), "handlers.file.filename")
     if log_file:
         hydra_files.append(Path(log_file).name)
     run_dir.remove_if_untouched(hydra_cfg.runtime.output_dir, hydra_files)
@@ -209,9 +209,10 @@ def raised_in_job(error: BaseException) -> bool:
     """Whether ``error`` came out of a job (its traceback passes through `as_job`)."""
     traceback = error.__traceback__
     while traceback is not None:
-        if traceback.tb_frame.f_code.co_name == "job" and traceback.tb_frame.f_globals.get(
-            "__name__"
-        ) == __name__:
+        if (
+            traceback.tb_frame.f_code.co_name == "job"
+            and traceback.tb_frame.f_globals.get("__name__") == __name__
+        ):
             return True
         traceback = traceback.tb_next
     return False
@@ -261,7 +262,7 @@ def _missing_option(error: Any, script: str) -> str:
 
 
 def _close_group(message: str) -> str:
-    """" Did you mean `experiment=...`?" when Hydra could not override a misspelt group."""
+    """ " Did you mean `experiment=...`?" when Hydra could not override a misspelt group."""
     match = re.search(r"Could not override '([^'.]+)'", message)
     if match is None:
         return ""
