@@ -15,13 +15,17 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
+from my_project.machinery.reliability import signals
+
 
 class PauseAtStep(Callback):
     """After training step ``step``, write ``marker`` and wait to be killed.
 
-    A deterministic "mid-epoch": the test kills the process only once the marker exists. Lightning
-    stops waiting on SIGTERM (its handler sets ``received_sigterm``), as it would after a step.
-    Pauses once: a run resumed with the same overrides (``resume=``) finds the marker and goes on.
+    A deterministic "mid-epoch": the test kills the process only once the marker exists. It
+    stops waiting when a stop signal arrives (or Lightning's stop flag is set), as it would
+    after a step. Pauses once: a run resumed with the same overrides (``resume=``) finds the
+    marker and goes on. Under DDP only the process of rank 0 pauses (the others wait for it in
+    their next collective), and the marker holds its pid, the one to signal.
     """
 
     def __init__(
@@ -49,11 +53,13 @@ class PauseAtStep(Callback):
             self._pause(trainer, batch_idx)
 
     def _pause(self, trainer: Trainer, batch_idx: int) -> None:
-        if self.marker.exists():  # paused once already: this is the resumed run
+        if self.marker.exists() or trainer.global_rank != 0:  # resumed, or not the one to pause
             return
         self.marker.write_text(f"{os.getpid()} {trainer.current_epoch} {batch_idx}\n")
         deadline = time.monotonic() + self.timeout
-        while not trainer.received_sigterm and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (
+            trainer.received_sigterm or signals.requested_signal()
+        ):
             time.sleep(0.05)
 
 

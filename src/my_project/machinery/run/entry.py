@@ -19,7 +19,9 @@ import difflib
 import functools
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -104,24 +106,49 @@ def describe_yaml_error(error: Exception, path: Path | str | None = None) -> str
 
 
 def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
-    """``task`` as a Hydra job: secrets masked in Hydra's record first; a UserError becomes
-    one paragraph and its exit status, and takes the run directory Hydra made with it."""
+    """``task`` as a Hydra job: secrets masked in Hydra's record first; SIGTERM and Ctrl-C
+    stop it cleanly (`reliability/signals.py`); a UserError becomes one paragraph and its exit
+    status, and takes the run directory Hydra made with it."""
 
     @functools.wraps(task)
     def job(cfg: DictConfig) -> Any:
-        try:
-            if is_rank_zero():
-                protect_run_secrets(cfg)
-            return task(cfg)
-        except Exception as error:
-            user_error = user_error_in(error)
-            if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
-                raise
-            report(user_error)
-            remove_untouched_run_dir()
-            sys.exit(user_error.exit_code)
+        with stop_signals():
+            try:
+                if is_rank_zero():
+                    protect_run_secrets(cfg)
+                return task(cfg)
+            except Exception as error:
+                user_error = user_error_in(error)
+                if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+                    raise
+                report(user_error)
+                remove_untouched_run_dir()
+                sys.exit(user_error.exit_code)
 
     return job
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGTERM and Ctrl-C as stop requests for the job's duration; one that arrives outside
+    training (nothing to save) ends the job at once with 128 + the signal number."""
+    from ..reliability import signals
+
+    previous = {signum: signal.getsignal(signum) for signum in signals.STOP_SIGNALS}
+    signals.install_handlers()
+    try:
+        yield
+    except signals.StopRequested as stop:
+        from ..strategies.ddp import end_launched_job
+
+        end_launched_job(succeeded=False)
+        if is_rank_zero():
+            print(f"\n{signals.stopped_message(stop.signum, None, False)}\n", file=sys.stderr)
+        sys.exit(128 + stop.signum)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for signum, handler in previous.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def remove_untouched_run_dir() -> None:
