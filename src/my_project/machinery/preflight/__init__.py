@@ -10,7 +10,7 @@ directory, the loggers and the first checkpoints exist. The entry points call tw
 - :func:`check_built`, on the built objects, before the Trainer runs them: the checkpoint
   against the model, the training data against the batch size.
 
-Each topic is a module of its own: `values`, `devices`, `checkpoint`, `data`.
+Each topic is a module of its own: `values`, `devices`, `checkpoint`, `data`, `loggers`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ..reliability.resume import resolve_checkpoint_path
 from .checkpoint import check_checkpoint_matches, check_checkpoint_path
 from .data import check_training_data
 from .devices import check_devices, strategy_names
+from .loggers import check_logger_settings
 from .values import (
     check_config_types,
     check_trainer_types,
@@ -60,6 +61,7 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
         )
     check_config_types(cfg)
     check_value_ranges(cfg)
+    check_logger_settings(cfg.get("logger"))
     warning = None if checkpoint_required else nothing_validated_warning(cfg)
     if warning and is_rank_zero():
         print(f"\n{warning}\n", file=sys.stderr, flush=True)

@@ -45,7 +45,7 @@ _registered: set[str] = set()
 # quoted string or runs to the next blank, comma, quote or closing bracket.
 _KEYED_VALUE = re.compile(
     r"""(?P<key>['"]?[+~]*[A-Za-z_][\w.\-/]*['"]?)(?P<sep>[ \t]*[=:][ \t]*)"""
-    r"""(?P<value>'[^'\n]*'|"[^"\n]*"|[^\s,'"\]\}\)]+)"""
+    r"""(?P<value>'[^'\n]*'|"[^"\n]*"|[^\s,'"`\]\}\)]+)"""
 )
 
 

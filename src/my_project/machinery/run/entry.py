@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig
 
@@ -162,7 +162,7 @@ def remove_untouched_run_dir() -> None:
     hydra_files = []
     if hydra_cfg.output_subdir is not None:
         hydra_files.append(Path(hydra_cfg.output_subdir).parts[0])
-    log_file = OmegaConf.select(DictConfig(hydra_cfg.job_logging), "handlers.file.filename")
+    log_file = OmegaConf.select(cast(DictConfig, hydra_cfg), "job_logging.handlers.file.filename")
     if log_file:
         hydra_files.append(Path(log_file).name)
     run_dir.remove_if_untouched(hydra_cfg.runtime.output_dir, hydra_files)
