@@ -42,11 +42,9 @@ _MIN_CONFIG_SECRET_LENGTH = 6
 _MIN_ENV_SECRET_LENGTH = 8
 _registered: set[str] = set()
 # `key=value` (overrides, argv), `key: value` (YAML) and `'key': 'value'` (reprs): the value is a
-# quoted string or runs to the next blank, comma, quote or closing bracket.
-_KEYED_VALUE = re.compile(
-    r"""(?P<key>['"]?[+~]*[A-Za-z_][\w.\-/]*['"]?)(?P<sep>[ \t]*[=:][ \t]*)"""
-    r"""(?P<value>'[^'\n]*'|"[^"\n]*"|[^\s,'"`\]\}\)]+)"""
-)
+# quoted string or runs to the next blank, comma, quote, backtick or closing bracket.
+_KEY = re.compile(r"""(?P<key>['"]?[+~]*[A-Za-z_][\w.\-/]*['"]?)(?P<sep>[ \t]*[=:][ \t]*)""")
+_VALUE = re.compile(r"""'[^'\n]*'|"[^"\n]*"|[^\s,'"`\]\}\)]+""")
 
 
 def _words(name: str) -> list[str]:
@@ -76,20 +74,30 @@ def secret_values(environ: Mapping[str, str] | None = None) -> set[str]:
     return found | {v for v in _registered if len(v) >= _MIN_CONFIG_SECRET_LENGTH}
 
 
-def _mask_keyed_value(match: re.Match[str]) -> str:
-    key = match["key"].strip("'\"").lstrip("+~")
-    value = match["value"]
-    bare = value.strip("'\"")
-    # An interpolation (`${oc.env:HF_TOKEN}`) is where the secret comes from, not the secret.
-    if not looks_secret(key.split(".")[-1].split("/")[-1]) or bare in ("", MASK) or "${" in bare:
-        return match[0]
-    quote = value[0] if value[0] in "'\"" else ""
-    return f"{match['key']}{match['sep']}{quote}{MASK}{quote}"
+def _mask_keyed_values(text: str) -> str:
+    """Mask every value that a secret-looking key names, at any length. A key that is not
+    secret does not hide what follows it (`override_dirname: +hf_token=...`)."""
+    out, pos = [], 0
+    while (key := _KEY.search(text, pos)) is not None:
+        value = _VALUE.match(text, key.end())
+        name = key["key"].strip("'\"").lstrip("+~").split(".")[-1].split("/")[-1]
+        bare = value[0].strip("'\"") if value else ""
+        # An interpolation (`${oc.env:HF_TOKEN}`) is where the secret comes from, not the secret.
+        if value is None or not looks_secret(name) or bare in ("", MASK) or "${" in bare:
+            out.append(text[pos : key.end()])
+            pos = key.end()
+            continue
+        # After a colon (YAML, a repr) a bare *** would read as a YAML alias: quote it.
+        quote = value[0][0] if value[0][0] in "'\"" else ("'" if ":" in key["sep"] else "")
+        out.append(f"{text[pos : key.end()]}{quote}{MASK}{quote}")
+        pos = value.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def mask_text(text: str, values: Iterable[str] | None = None) -> str:
     """``text`` with every value its key names as secret masked, then every secret value."""
-    text = _KEYED_VALUE.sub(_mask_keyed_value, text)
+    text = _mask_keyed_values(text)
     # Longest first, so a secret that contains another is replaced whole.
     for value in sorted(secret_values() if values is None else values, key=len, reverse=True):
         text = text.replace(value, MASK)
