@@ -28,10 +28,12 @@ FAST = ["trainer.max_epochs=2", "logger=csv"]
 
 
 def pinned(overrides: list[str] | tuple[str, ...]) -> list[str]:
-    """``overrides`` after `ON_CPU`, unless they pick a trainer preset themselves."""
+    """``overrides`` and `ON_CPU`, unless they pick a trainer preset themselves. `ON_CPU` comes
+    last: Hydra applies group choices before values whatever their order, and flags such as
+    `-m` must come before the overrides."""
     if any(o.lstrip("+~").startswith("trainer=") for o in overrides):
         return list(overrides)
-    return [*ON_CPU, *overrides]
+    return [*overrides, *ON_CPU]
 
 
 def compose_config(

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ..distributed import is_rank_zero
 from ..errors import UserError
@@ -53,7 +53,9 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     check_trainer_types(cfg.trainer)
     check_devices(cfg.trainer)
     output_dir = Path(cfg.paths.output_dir)
-    ckpt_path = check_checkpoint_path(resolve_checkpoint_path(cfg.get("ckpt_path"), output_dir))
+    # `ckpt_path: ???` (eval, predict) reads as None here: the message below says what to pass.
+    requested = OmegaConf.select(cfg, "ckpt_path")
+    ckpt_path = check_checkpoint_path(resolve_checkpoint_path(requested, output_dir))
     if checkpoint_required and ckpt_path is None:
         script = cfg.get("task_name", "eval")
         raise UserError(

@@ -91,9 +91,11 @@ def stops_cleanly(job: Job, fit_metrics: dict[str, Any]) -> Iterator[None]:
 
     try:
         yield
-    except (SIGTERMException, signals.StopRequested):
+    except (SIGTERMException, signals.StopRequested) as stop:
         signum = signals.requested_signal() or signal.SIGTERM
-        signals.end_launched(job.trainer)
+        # Stopped together in training, the other processes save with this one and exit by
+        # themselves; stopped in the test, they may wait for this one in a collective.
+        signals.end_launched(job.trainer, timeout=10.0 if isinstance(stop, SIGTERMException) else 0)
         if is_rank_zero():
             if fit_metrics:
                 record.write_json(record.to_floats(fit_metrics), job.output_dir / "metrics.json")
