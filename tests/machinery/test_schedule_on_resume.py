@@ -63,17 +63,16 @@ class PlainModule(L.LightningModule):
 
 
 class LearningRates(Callback):
-    """The learning rate each training step used (and the weight decay training started with)."""
+    """The learning rate each training step used (and the weight decay of the first)."""
 
     def __init__(self) -> None:
         self.rates: list[float] = []
         self.weight_decay: float | None = None
 
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.weight_decay = trainer.optimizers[0].param_groups[0]["weight_decay"]
-
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         self.rates.append(trainer.optimizers[0].param_groups[0]["lr"])
+        if self.weight_decay is None:
+            self.weight_decay = trainer.optimizers[0].param_groups[0]["weight_decay"]
 
 
 def fit(
