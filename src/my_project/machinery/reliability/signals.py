@@ -14,8 +14,9 @@ succeeded); Ctrl-C raises ``KeyboardInterrupt`` wherever the program is and exit
   out and adds :class:`StopTogether`: during training all processes decide together, after a
   batch, at the end of validation and of an epoch (an all-reduce of the request, under DDP),
   and a stop becomes Lightning's "stop between batches" on all of them at the same step,
-  where ``callbacks.LastCheckpoint`` saves ``last.ckpt``; during the test (nothing to save)
-  the run stops at the next batch.
+  where ``callbacks.LastCheckpoint`` saves ``last.ckpt``. At the end of training it lets
+  training finish (its metrics recorded) and stops before the test; during the test (nothing
+  to save) the run stops at the next batch.
 - The run exits with 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM), after
   printing how to resume. A second signal prints one line and exits at once, stopping the
   processes this one launched.
@@ -51,7 +52,8 @@ class StopRequested(BaseException):
 
 
 class _State:
-    requested: list[int] = []  # the signals this process received in the current job
+    received: list[int] = []  # the stop signals this process received in the current job
+    agreed = False  # the processes decided to stop (the signal may have reached another one)
     in_training_loop = False  # inside `stoppable`: the request is taken up between batches
     trainer: Any = None  # the Trainer of the current `stoppable`: its launcher's processes
     launched: list[subprocess.Popen] = []  # DDP processes this one started, once detached
@@ -62,8 +64,11 @@ def signal_name(signum: int) -> str:
 
 
 def requested_signal() -> int | None:
-    """The first stop signal of this job, if one arrived."""
-    return _State.requested[0] if _State.requested else None
+    """The first stop signal of this job, if one arrived (SIGTERM when only another process
+    of the run received one)."""
+    if _State.received:
+        return _State.received[0]
+    return signal.SIGTERM if _State.agreed else None
 
 
 def _say(text: str) -> None:
@@ -73,12 +78,12 @@ def _say(text: str) -> None:
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
-    if _State.requested:
+    if _State.received:
         if is_rank_zero():
             _say(f"{signal_name(signum)} again: stopping now, without saving.")
         _kill(_launched_processes())
         os._exit(128 + signum)
-    _State.requested.append(signum)
+    _State.received.append(signum)
     if not _State.in_training_loop:
         raise StopRequested(signum)
     if is_rank_zero():
@@ -91,7 +96,8 @@ def _handle(signum: int, frame: FrameType | None) -> None:
 
 def install_handlers() -> None:
     """Make SIGTERM and Ctrl-C request a stop (see the module docstring); main thread only."""
-    _State.requested.clear()
+    _State.received.clear()
+    _State.agreed = False
     _State.in_training_loop = False
     _State.trainer = None
     _State.launched = []
@@ -119,8 +125,9 @@ def stoppable(trainer: Trainer) -> Iterator[None]:
     _State.in_training_loop = True
     _State.trainer = trainer
     try:
-        if _State.requested:  # it arrived between two phases (e.g. after fit, before test)
-            raise StopRequested(_State.requested[0])
+        signum = requested_signal()
+        if signum is not None:  # it arrived between two phases (e.g. after fit, before test)
+            raise StopRequested(signum)
         yield
     finally:
         _State.in_training_loop = False
@@ -167,25 +174,38 @@ class StopTogether(Callback):
 
     @staticmethod
     def _stop_now() -> None:
-        if _State.requested:
-            raise StopRequested(_State.requested[0])
+        signum = requested_signal()
+        if signum is not None:
+            raise StopRequested(signum)
 
     @staticmethod
     def _decide(trainer: Trainer) -> None:
         import torch
         import torch.distributed as dist
 
-        wanted = bool(_State.requested)
+        wanted = requested_signal() is not None
         if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
             flag = torch.tensor([int(wanted)], device=trainer.strategy.root_device)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
             wanted = bool(flag.item())
         if not wanted:
             return
-        if not _State.requested:
-            _State.requested.append(signal.SIGTERM)  # another process got the signal
+        _State.agreed = True
+        if _training_ends_here(trainer):
+            return  # nothing left to stop: training ends, and the test will not start
         trainer._signal_connector.received_sigterm = True  # Lightning's "stop between batches"
         _detach_launched(trainer)
+
+
+def _training_ends_here(trainer: Trainer) -> bool:
+    """Whether training ends at this point anyway (the last batch of the last epoch, or
+    `max_steps`): then it finishes, with its metrics, and the stop comes before the test."""
+    loop = trainer.fit_loop
+    max_epochs, max_steps = loop.max_epochs, loop.max_steps
+    if max_steps not in (None, -1) and trainer.global_step >= max_steps:
+        return True
+    last_epoch = max_epochs not in (None, -1) and trainer.current_epoch + 1 >= max_epochs
+    return loop.epoch_loop.batch_progress.is_last_batch and (last_epoch or trainer.should_stop)
 
 
 def _detach_launched(trainer: Trainer) -> None:
@@ -206,9 +226,13 @@ def _launched_processes() -> list[subprocess.Popen]:
 
 
 def _kill(processes: list[subprocess.Popen]) -> None:
+    """SIGKILL (they may be waiting in a collective), and reap them."""
     for process in processes:
         with contextlib.suppress(OSError):
             process.kill()
+    for process in processes:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            process.wait(timeout=5)
 
 
 def end_launched(trainer: Trainer | None, timeout: float = 10.0) -> None:
