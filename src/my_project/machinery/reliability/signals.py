@@ -240,13 +240,13 @@ def end_launched(trainer: Trainer | None, timeout: float = 10.0) -> None:
     checkpoint is saved); stop those still running after ``timeout`` seconds."""
     if trainer is not None:
         _detach_launched(trainer)
-    processes, _State.launched = _launched_processes(), []
-    for process in processes:
+    for process in _launched_processes():  # still listed: a second signal stops them too
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    _State.launched = []
 
 
 def resume_hint(run_dir: str | Path) -> str:
