@@ -10,6 +10,7 @@ process group (Ctrl-C in a terminal).
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -56,15 +57,38 @@ def checkpoint(run_dir: Path) -> dict:
     return torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
 
 
-def assert_same_as(run_dir: Path, reference: Path, csv_log: bool = True) -> None:
-    assert read_metrics(run_dir) == read_metrics(reference)
+def csv_rows(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "csv" / "metrics.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def assert_same_as(run_dir: Path, reference: Path, csv_log: bool = True, exact_loss: bool = True):
+    """Bit-identical weights and metrics (and CSV log). ``exact_loss=False``: the train loss
+    to float32 precision only. The example module hands the steps' losses to its loss metric
+    in one summed update per flush, and every checkpoint flushes (`metrics.PendingUpdates`):
+    a run stopped mid-epoch sums in other groups, so the last bit of `train/loss` may differ."""
+
+    def same(got: dict, want: dict) -> None:
+        if exact_loss:
+            assert got == want
+            return
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            if key == "train/loss" and value not in ("", None):
+                assert float(got[key]) == pytest.approx(float(value), rel=1e-6), key
+            else:
+                assert got[key] == value, key
+
+    same(read_metrics(run_dir), read_metrics(reference))
     got, want = checkpoint(run_dir), checkpoint(reference)
     assert got["global_step"] == want["global_step"]
     for key, value in want["state_dict"].items():
         assert torch.equal(got["state_dict"][key], value), key
     if csv_log:
-        log = Path("csv") / "metrics.csv"
-        assert (run_dir / log).read_text() == (reference / log).read_text()
+        rows, reference_rows = csv_rows(run_dir), csv_rows(reference)
+        assert len(rows) == len(reference_rows)
+        for row, reference_row in zip(rows, reference_rows, strict=True):
+            same(row, reference_row)
 
 
 @pytest.mark.slow
@@ -176,7 +200,8 @@ def test_sigterm_and_ctrl_c_at_20_points_each_stop_cleanly_and_resume_exactly(
 ) -> None:
     """One run stopped 20 times in a row and resumed after each stop: every stop exits 143 or
     130 within seconds with the checkpoint of the step it landed on, and the run, resumed 20
-    times, ends bit-identical to the reference."""
+    times, ends bit-identical to the reference (the train loss to float32 precision, see
+    `assert_same_as`)."""
     run_dir = tmp_path / "run"
     report = []
     for n, stop in enumerate(CHAIN):
@@ -202,7 +227,7 @@ def test_sigterm_and_ctrl_c_at_20_points_each_stop_cleanly_and_resume_exactly(
     (tmp_path / "signal_report.json").write_text(json.dumps(report, indent=1))
 
     run_train(f"resume={run_dir}")  # after the last stop (in the last validation): the test
-    assert_same_as(run_dir, reference)
+    assert_same_as(run_dir, reference, exact_loss=False)
     assert max(entry["seconds"] for entry in report) < 60
 
 
