@@ -351,3 +351,23 @@ def test_value_checks_hold_for_a_teams_own_keys() -> None:
         assert f"data.{key}" in errors
     assert "model.encoder_lr=-0.5" in errors and "model.head.dropout=1.0" in errors
     assert "head.lr" not in errors
+
+
+def test_a_broken_yaml_file_hydra_reads_is_named_with_its_line(tmp_path: Path) -> None:
+    """A broken file in configs/ fails while Hydra composes: the same one paragraph."""
+    import yaml
+
+    from my_project.machinery.run.entry import as_user_error
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("trainer:\n  max_epochs: [3\nseed: 1\n")
+    try:
+        with open(broken) as handle:
+            yaml.safe_load(handle)
+    except yaml.YAMLError as error:
+        user_error = as_user_error(RuntimeError("while loading a config"))
+        assert user_error is None  # anything else is left to Hydra's report
+        wrapped = RuntimeError("Error loading experiment/broken.yaml")
+        wrapped.__cause__ = error
+        message = str(as_user_error(wrapped))
+    assert message.startswith(f"{broken} is not valid YAML") and "(line 3, column 5)" in message
