@@ -119,6 +119,12 @@ def stoppable(trainer: Trainer) -> Iterator[None]:
             signal.signal(signal.SIGTERM, _handle)
 
     connector.register_signal_handlers = register_without_sigterm  # type: ignore[method-assign]
+    # Lightning 2.6 also broadcasts rank 0's stop flag before every batch under DDP (a
+    # collective and a host sync per step); StopTogether's all-reduce decides instead, and the
+    # flag is only ever set on every process at once, so that broadcast is left out.
+    epoch_loop = trainer.fit_loop.epoch_loop
+    if hasattr(epoch_loop, "_broadcast_sigterm_tensor"):
+        epoch_loop._broadcast_sigterm_tensor = lambda: None  # type: ignore[method-assign]
     callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]
     if not any(isinstance(cb, StopTogether) for cb in callbacks):
         callbacks.append(StopTogether())
@@ -132,6 +138,8 @@ def stoppable(trainer: Trainer) -> Iterator[None]:
     finally:
         _State.in_training_loop = False
         connector.register_signal_handlers = register  # type: ignore[method-assign]
+        if "_broadcast_sigterm_tensor" in vars(epoch_loop):
+            del epoch_loop._broadcast_sigterm_tensor
 
 
 class StopTogether(Callback):
