@@ -357,7 +357,7 @@ def test_a_broken_yaml_file_hydra_reads_is_named_with_its_line(tmp_path: Path) -
     """A broken file in configs/ fails while Hydra composes: the same one paragraph."""
     import yaml
 
-    from my_project.machinery.run.entry import as_user_error
+    from my_project.machinery.run.hydra_errors import as_user_error
 
     broken = tmp_path / "broken.yaml"
     broken.write_text("trainer:\n  max_epochs: [3\nseed: 1\n")
