@@ -371,3 +371,15 @@ def test_a_broken_yaml_file_hydra_reads_is_named_with_its_line(tmp_path: Path) -
         wrapped.__cause__ = error
         message = str(as_user_error(wrapped))
     assert message.startswith(f"{broken} is not valid YAML") and "(line 3, column 5)" in message
+
+
+def test_an_error_raised_by_the_job_itself_keeps_hydras_report(
+    places: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only Hydra's errors *before* the job are turned into a paragraph: what the job raises
+    (here Hydra's instantiate, from inside the task) is not bad input this layer can explain."""
+    code, err = run_in_process(
+        "train", ["model.net._target_=no.such.Net"], places["logs"], monkeypatch
+    )
+    assert code == 1
+    assert "Error executing job with overrides" in err and "no.such.Net" in err
