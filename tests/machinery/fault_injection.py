@@ -15,25 +15,36 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
+from my_project.machinery.reliability import signals
+
 
 class PauseAtStep(Callback):
-    """After training step ``step``, write ``marker`` and wait to be killed.
+    """Pause at a known point of a real run, write ``marker`` and wait to be signalled.
 
-    A deterministic "mid-epoch": the test kills the process only once the marker exists. Lightning
-    stops waiting on SIGTERM (its handler sets ``received_sigterm``), as it would after a step.
-    Pauses once: a run resumed with the same overrides (``resume=``) finds the marker and goes on.
+    ``when``: "train" after training step ``step``; "validation" in the validation that runs at
+    step ``step`` (after its second batch); "test" after the first test batch; "train_end"
+    when training has finished, before the test starts. The test signals the process only once
+    the marker exists; the pause ends when a stop signal arrives (or Lightning's stop flag is
+    set), as it would after a step. Pauses once: a run resumed with the same overrides
+    (``resume=``) finds the marker and goes on. Under DDP only the process of rank 0 pauses
+    (the others wait for it in their next collective), and the marker holds its pid.
     """
 
     def __init__(
-        self, step: int, marker: str, in_validation: bool = False, timeout: float = 120.0
+        self,
+        step: int = -1,
+        marker: str = "paused",
+        when: str = "train",
+        in_validation: bool = False,
+        timeout: float = 120.0,
     ) -> None:
         self.step, self.marker, self.timeout = step, Path(marker), timeout
-        self.in_validation = in_validation
+        self.when = "validation" if in_validation else when
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if trainer.global_step == self.step and not self.in_validation:
+        if self.when == "train" and trainer.global_step == self.step:
             self._pause(trainer, batch_idx)
 
     def on_validation_batch_end(
@@ -45,15 +56,33 @@ class PauseAtStep(Callback):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        if trainer.global_step == self.step and self.in_validation and batch_idx == 1:
+        if self.when == "validation" and trainer.global_step == self.step and batch_idx == 1:
             self._pause(trainer, batch_idx)
 
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if self.when == "test" and batch_idx == 0:
+            self._pause(trainer, batch_idx)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if self.when == "train_end":
+            self._pause(trainer, -1)
+
     def _pause(self, trainer: Trainer, batch_idx: int) -> None:
-        if self.marker.exists():  # paused once already: this is the resumed run
+        if self.marker.exists() or trainer.global_rank != 0:  # resumed, or not the one to pause
             return
         self.marker.write_text(f"{os.getpid()} {trainer.current_epoch} {batch_idx}\n")
         deadline = time.monotonic() + self.timeout
-        while not trainer.received_sigterm and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (
+            trainer.received_sigterm or signals.requested_signal()
+        ):
             time.sleep(0.05)
 
 

@@ -113,6 +113,8 @@ def test_torchrun_on_cpu_makes_one_run_directory(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     runs = runs_under(tmp_path)
     assert len(runs) == 1, runs  # both ranks agreed on one timestamped directory
+    # ... and only the first rank created one (no empty `<time>_1` beside it)
+    assert list((tmp_path / "train" / "runs").iterdir()) == runs
     assert read_metrics(runs[0])["test_acc"] > 0.3
     assert result.stdout.count("CONFIG") == 1  # the config tree comes from rank 0 only
 

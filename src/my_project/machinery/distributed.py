@@ -33,32 +33,20 @@ def at_job_end(hook: Callable[[bool], None]) -> None:
     _job_end_hooks.append(hook)
 
 
-def gather_objects(trainer: Any, value: Any) -> list[Any]:
-    """``value`` of every process of ``trainer``, by rank (a collective: every process must
-    call it); ``[value]`` in one process."""
-    import torch
-
-    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if trainer.world_size <= 1 or not distributed:
-        return [value]
-    gathered: list[Any] = [None] * trainer.world_size
-    torch.distributed.all_gather_object(gathered, value)
-    return gathered
-
-
 def started_by_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def agree_across_ranks(what: str, value: str, timeout_s: float = 120.0) -> str:
+def agree_across_ranks(what: str, propose: Callable[[], str], timeout_s: float = 120.0) -> str:
     """The value the first of torchrun's ranks proposed, so every rank uses the same one.
 
     torchrun starts every rank with the whole command, so each rank composes its own config
     and a timestamped run directory differs by microseconds between ranks. Before any process
     group exists, the agent's key-value store (MASTER_ADDR:MASTER_PORT) is what they share.
+    Only the first rank calls ``propose`` (resolving a run directory creates it).
     """
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
-        return value
+        return propose()
     from torch.distributed import TCPStore
 
     store = TCPStore(
@@ -69,6 +57,7 @@ def agree_across_ranks(what: str, value: str, timeout_s: float = 120.0) -> str:
     )
     key = _STORE_KEY.format(what=what)
     if store.add(f"{key}/claims", 1) == 1:
+        value = propose()
         store.set(key, value)
         return value
     return store.get(key).decode()
@@ -101,6 +90,6 @@ class DistributedRuns(Callback):
             return
         with read_write(config.hydra):
             node = config.hydra[mode]
-            node.dir = agree_across_ranks(f"{mode}_dir", str(node.dir))
+            node.dir = agree_across_ranks(f"{mode}_dir", lambda: str(node.dir))
             if not is_rank_zero():
                 config.hydra.output_subdir = None

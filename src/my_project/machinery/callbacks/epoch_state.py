@@ -28,8 +28,8 @@ from lightning.pytorch.trainer.connectors.logger_connector.result import _Result
 from torch import Tensor
 from torchmetrics import Metric
 
-from ..distributed import gather_objects
 from ..patching import Patch
+from ..reliability.per_rank import gather_from_ranks, own_entry
 
 
 class PartialEpochState(Callback):
@@ -49,7 +49,7 @@ class PartialEpochState(Callback):
             if mid_epoch
             else None
         )
-        ranks = gather_objects(trainer, mine)  # every process saves; rank 0 writes them all
+        ranks = gather_from_ranks(mine)  # every process saves; rank 0 writes them all
         checkpoint.setdefault("callbacks", {})[self.state_key] = {"ranks": ranks}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -57,9 +57,9 @@ class PartialEpochState(Callback):
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         ranks, self._pending_ranks = self._pending_ranks, None
-        if not ranks or len(ranks) != trainer.world_size or ranks[trainer.global_rank] is None:
+        saved = own_entry(ranks, trainer.global_rank, trainer.world_size) if ranks else None
+        if saved is None:  # an epoch-end checkpoint, or another number of processes
             return
-        saved = ranks[trainer.global_rank]
         restore_metric_states(pl_module, saved["metrics"])
         if saved["logged"]:
             _MERGE.enter()

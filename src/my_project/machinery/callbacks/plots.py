@@ -21,7 +21,6 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 
-from ..distributed import gather_objects
 from ..plotting import (
     confusion_matrix,
     plot_confusion_matrix,
@@ -29,6 +28,7 @@ from ..plotting import (
     plot_predicted_vs_true,
     split_metric_name,
 )
+from ..reliability.per_rank import gather_from_ranks
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class PlotCallback(Callback):
         if trainer.sanity_checking:
             return
         # Every rank takes part in the gather (a collective), whatever it collected.
-        gathered = gather_objects(trainer, (self._outputs, self._targets, self._skip_reason))
+        gathered = gather_from_ranks((self._outputs, self._targets, self._skip_reason))
         if not trainer.is_global_zero:
             return
         reasons = [reason for _, _, reason in gathered if reason]

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
+from ..reliability.per_rank import gather_from_ranks, own_entry
+
 
 def collect_rng_states() -> dict[str, Any]:
     """The global RNG states as plain tensors, lists and tuples (loadable with weights_only)."""
@@ -49,18 +51,25 @@ class RNGStateCallback(Callback):
     Lightning loads callback states before it builds the loops, and more random numbers may be
     drawn in between, so the states are applied at ``on_train_start``, just before the first
     batch is fetched. (The train loader seeds its own generator, see ``data/resumable.py``.)
+    Under DDP each process draws its own numbers: the checkpoint holds every process's states
+    (``{"ranks": [...]}``) and each gets its own back (`reliability/per_rank.py`).
     """
 
     def __init__(self) -> None:
         self._pending: dict[str, Any] | None = None
 
     def state_dict(self) -> dict[str, Any]:
-        return collect_rng_states()
+        ranks = gather_from_ranks(collect_rng_states())
+        return ranks[0] if len(ranks) == 1 else {"ranks": ranks}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._pending = state_dict
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        if self._pending is not None:
-            restore_rng_states(self._pending)
-            self._pending = None
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        if "ranks" in pending:
+            own = own_entry(pending["ranks"], trainer.global_rank, trainer.world_size)
+            pending = own if own is not None else pending["ranks"][0]
+        restore_rng_states(pending)

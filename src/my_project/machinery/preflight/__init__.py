@@ -4,27 +4,36 @@ A mistake found here is one paragraph and exit status 2 (a :class:`~..errors.Use
 instead of a traceback from deep inside torch or Lightning, or a failure after the run
 directory, the loggers and the first checkpoints exist. The entry points call two functions:
 
-- :func:`check_config`, on the composed config alone: value types, trainer values,
-  accelerator/devices/strategy, the checkpoint path;
+- :func:`check_config`, on the composed config alone: value types and ranges, trainer
+  values, accelerator/devices/strategy, the checkpoint path (and a warning when the config
+  validates nothing);
 - :func:`check_built`, on the built objects, before the Trainer runs them: the checkpoint
   against the model, the training data against the batch size.
 
-Each topic is a module of its own: `values`, `devices`, `checkpoint`, `data`.
+Each topic is a module of its own: `values`, `devices`, `checkpoint`, `data`, `loggers`.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from ..distributed import is_rank_zero
 from ..errors import UserError
 from ..reliability.resume import resolve_checkpoint_path
 from .checkpoint import check_checkpoint_matches, check_checkpoint_path
 from .data import check_training_data
 from .devices import check_devices, strategy_names
-from .values import check_config_types, check_trainer_types
+from .loggers import check_logger_settings
+from .values import (
+    check_config_types,
+    check_trainer_types,
+    check_value_ranges,
+    nothing_validated_warning,
+)
 
 __all__ = [
     "check_built",
@@ -44,13 +53,20 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     check_trainer_types(cfg.trainer)
     check_devices(cfg.trainer)
     output_dir = Path(cfg.paths.output_dir)
-    ckpt_path = check_checkpoint_path(resolve_checkpoint_path(cfg.get("ckpt_path"), output_dir))
+    # `ckpt_path: ???` (eval, predict) reads as None here: the message below says what to pass.
+    requested = OmegaConf.select(cfg, "ckpt_path")
+    ckpt_path = check_checkpoint_path(resolve_checkpoint_path(requested, output_dir))
     if checkpoint_required and ckpt_path is None:
         script = cfg.get("task_name", "eval")
         raise UserError(
             f"{script} needs a checkpoint: `python {script}.py ckpt_path=PATH/TO/best.ckpt`."
         )
     check_config_types(cfg)
+    check_value_ranges(cfg)
+    check_logger_settings(cfg.get("logger"))
+    warning = None if checkpoint_required else nothing_validated_warning(cfg)
+    if warning and is_rank_zero():
+        print(f"\n{warning}\n", file=sys.stderr, flush=True)
     return ckpt_path
 
 

@@ -1,8 +1,11 @@
-"""Config values of the wrong type, checked before any object is built.
+"""Config values of the wrong type or out of range, checked before any object is built.
 
 Without these, a wrong type fails deep inside torch (``'<=' not supported between 'float' and
-'str'``) or deep inside Lightning's loop. Every value under a ``_target_`` is checked against
-the type annotation of the parameter it goes to, for any class (the team's too).
+'str'``) or deep inside Lightning's loop, and a value out of range fails there too
+(``data.batch_size=0``, ``model.lr=-1``) or does something else than asked
+(``trainer.max_epochs=-5`` trains forever). Every value under a ``_target_`` is checked against
+the type annotation of the parameter it goes to, and values are checked by key name
+(`batch_size`, `lr`, `num_workers`, `*_fraction`...), for any class (the team's too).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -150,3 +153,172 @@ def check_config_types(cfg: DictConfig) -> None:
             f"Wrong type in the config: {'; '.join(errors)}. Fix the override on the command "
             "line (e.g. `data.batch_size=64`, `model.lr=0.001`) or the value in configs/."
         )
+
+
+# -- values out of range ------------------------------------------------------------------
+# Trainer arguments Lightning checks late or not at all (a negative max_epochs trains forever,
+# num_nodes=0 fails inside the launcher), with what is allowed.
+_TRAINER_RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "max_epochs": ("a whole number >= 0, or -1 for no limit", lambda v: v >= -1),
+    "min_epochs": ("a whole number >= 0", lambda v: v >= 0),
+    "max_steps": ("a whole number >= 0, or -1 for no limit", lambda v: v >= -1),
+    "min_steps": ("a whole number >= 0", lambda v: v >= 0),
+    "num_nodes": ("a whole number >= 1", lambda v: v >= 1),
+    "log_every_n_steps": ("a whole number >= 1", lambda v: v >= 1),
+    "accumulate_grad_batches": ("a whole number >= 1", lambda v: v >= 1),
+    "check_val_every_n_epoch": ("a whole number >= 1", lambda v: v >= 1),
+    "num_sanity_val_steps": ("a whole number >= 0, or -1 for all", lambda v: v >= -1),
+    "gradient_clip_val": ("a number >= 0", lambda v: v >= 0),
+}
+_BATCH_LIMITS = (
+    "limit_train_batches",
+    "limit_val_batches",
+    "limit_test_batches",
+    "limit_predict_batches",
+    "overfit_batches",
+)
+
+
+def _fraction_or_count(value: Any, low_open: bool = False) -> bool:
+    if isinstance(value, float):
+        return (value > 0.0 if low_open else value >= 0.0) and value <= 1.0
+    return value >= (1 if low_open else 0)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def trainer_range_errors(trainer: Mapping[str, Any]) -> list[str]:
+    errors = []
+    for field, (allowed, valid) in _TRAINER_RANGES.items():
+        value = trainer.get(field)
+        if _number(value) and not valid(value):
+            errors.append(f"`trainer.{field}={value!r}` must be {allowed}")
+    for field in _BATCH_LIMITS:
+        value = trainer.get(field)
+        if _number(value) and not _fraction_or_count(value):
+            errors.append(
+                f"`trainer.{field}={value!r}` must be a fraction of the batches in [0.0, 1.0] "
+                "or a number of batches >= 0"
+            )
+    value = trainer.get("val_check_interval")
+    if _number(value) and not _fraction_or_count(value, low_open=True):
+        errors.append(
+            f"`trainer.val_check_interval={value!r}` must be a fraction of an epoch in "
+            "(0.0, 1.0] or a number of batches >= 1"
+        )
+    return errors
+
+
+# Keys any data or model config may have (the team's too), by name, with what they allow.
+def _rule_for(key: str) -> tuple[str, Callable[[Any], bool], bool] | None:
+    """(what is allowed, the test, whole numbers only) for a key name; None: no rule."""
+    name = key.lower()
+    if name == "batch_size" or name.endswith("_batch_size"):
+        return "a whole number >= 1", lambda v: v >= 1, True
+    if name == "num_workers":
+        return "a whole number >= 0 (0 loads in the main process)", lambda v: v >= 0, True
+    if name in ("lr", "learning_rate") or name.endswith(("_lr", "_learning_rate")):
+        return "a number >= 0", lambda v: v >= 0, False
+    if name == "weight_decay":
+        return "a number >= 0", lambda v: v >= 0, False
+    if name == "fraction" or name.endswith("_fraction"):
+        return "a fraction in [0.0, 1.0]", lambda v: 0 <= v <= 1, False
+    if name == "dropout" or name.endswith("_dropout"):
+        return "a probability in [0.0, 1.0)", lambda v: 0 <= v < 1, False
+    return None
+
+
+def named_value_errors(node: Any, path: str = "") -> list[str]:
+    """Values of `batch_size`, `lr`, `num_workers`, `*_fraction`... keys anywhere in ``node``
+    that are out of range; and fractions of one mapping that add up to more than 1."""
+    errors: list[str] = []
+    if isinstance(node, Mapping):
+        fractions = {}
+        for key, value in node.items():
+            where = f"{path}.{key}" if path else str(key)
+            rule = _rule_for(str(key))
+            if rule is not None and _number(value):
+                allowed, valid, whole = rule
+                if (whole and not isinstance(value, int)) or not valid(value):
+                    errors.append(f"`{where}={value!r}` must be {allowed}")
+                elif allowed.startswith("a fraction"):
+                    fractions[where] = value
+            errors.extend(named_value_errors(value, where))
+        if len(fractions) > 1 and sum(fractions.values()) > 1:
+            listed = " + ".join(f"`{k}={v!r}`" for k, v in fractions.items())
+            errors.append(f"{listed} add up to more than 1, leaving nothing for the rest")
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            errors.extend(named_value_errors(item, f"{path}[{i}]"))
+    return errors
+
+
+def unavailable_accelerator_errors(trainer: Mapping[str, Any]) -> list[str]:
+    """An accelerator Lightning knows but this machine lacks (e.g. `tpu`). The CPU, CUDA and
+    MPS, and how many devices, are `devices.py`'s."""
+    accelerator = trainer.get("accelerator")
+    if not isinstance(accelerator, str):
+        return []
+    name = accelerator.lower()
+    if name in ("auto", "gpu", "cpu", "cuda", "mps"):
+        return []
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    if name not in AcceleratorRegistry or AcceleratorRegistry[name]["accelerator"].is_available():
+        return []
+    return [
+        f"`trainer.accelerator={accelerator}` is not available on this machine (Lightning finds "
+        "no such device); use `trainer.accelerator=auto` for the GPU when there is one and the "
+        "CPU otherwise"
+    ]
+
+
+def check_value_ranges(cfg: DictConfig) -> None:
+    """Trainer arguments, and by key name any data/model value, within what they allow."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    trainer = container.get("trainer") or {}
+    errors = unavailable_accelerator_errors(trainer) + trainer_range_errors(trainer)
+    errors += named_value_errors({k: v for k, v in container.items() if k != "trainer"})
+    if errors:
+        raise UserError(
+            f"Value out of range in the config: {'; '.join(errors)}. Fix the override on the "
+            "command line or the value in configs/."
+        )
+
+
+def nothing_validated_warning(cfg: DictConfig) -> str | None:
+    """A warning when the config validates nothing (`*val*_fraction=0`, `limit_val_batches=0`):
+    what it means for the metrics and for the checkpoints that monitor a validation metric."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    data = container.get("data") or {}
+    trainer = container.get("trainer") or {}
+    cause = next(
+        (
+            f"data.{key}=0"
+            for key, value in data.items()
+            if "val" in str(key).lower() and str(key).endswith("fraction") and value == 0
+        ),
+        "trainer.limit_val_batches=0" if trainer.get("limit_val_batches") == 0 else None,
+    )
+    if cause is None:
+        return None
+    monitors = sorted(
+        f"`callbacks.{name}` (monitor {entry['monitor']})"
+        for name, entry in (container.get("callbacks") or {}).items()
+        if isinstance(entry, Mapping) and str(entry.get("monitor") or "").startswith("val")
+    )
+    kept = (
+        f"{', '.join(monitors)} never saves, so checkpoints/last.ckpt (the newest weights) is "
+        "the only checkpoint, and the test uses the weights at the end of training"
+        if monitors
+        else "the test uses the weights at the end of training"
+    )
+    return (
+        f"Warning: {cause}: nothing is validated, so no `val/` metrics are logged and {kept}. "
+        "Give the validation split a fraction (e.g. `data.val_fraction=0.15`) to keep the "
+        "best epoch."
+    )

@@ -17,6 +17,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ..distributed import is_rank_zero
 from ..errors import UserError
 from .secrets import MASK
 
@@ -112,10 +113,13 @@ def keep_csv_history(loggers: list[Any], resumed_step: int) -> None:
 
     Lightning's CSV logger deletes an existing metrics.csv when it starts. When resuming in
     the same directory, the rows logged before the checkpoint's step are handed to the new
-    writer (rows after it are logged again by the resumed run).
+    writer (rows after it are logged again by the resumed run). Only the process of rank 0
+    writes the file; in the others the logger's writer is a stand-in that takes nothing.
     """
     from lightning.pytorch.loggers import CSVLogger
 
+    if not is_rank_zero():
+        return
     for logger in loggers:
         if not isinstance(logger, CSVLogger):
             continue

@@ -1,26 +1,43 @@
-"""Run directories that never collide, even for runs started in the same microsecond.
+"""Run directories that never collide, and that bad input never leaves behind.
 
 ``${unique_dir:PATH}`` (configs/hydra/default.yaml) creates ``PATH``, or ``PATH_1``, ``PATH_2``...
 if it exists, with ``os.mkdir``, which fails rather than reuse a directory another process
 just created: two runs can never share one. The result is remembered, so every later lookup
 in this process (Hydra resolves the run directory more than once) gives the same directory.
+
+Hydra makes the run directory (its `.hydra/` record and the job's log file) before the task
+runs, so a run that stops at a check leaves it behind. :func:`remove_if_untouched` removes it
+again, only when this process created it (by ``unique_dir``, inside a sweep directory it
+created, or as a ``hydra.run.dir`` given on the command line that did not exist before) and
+it holds nothing but Hydra's own files; so are the empty folders it made around it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import logging
 import os
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from ..errors import UserError
+
 _created: dict[str, str] = {}
+_made_here: set[Path] = set()  # absolute paths of the directories this process created
+_RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
+_SWEEP_RECORD = "multirun.yaml"
 
 
 def unique_dir(prefix: str) -> str:
     """Create and return ``prefix`` or the first free ``prefix_N``."""
     if prefix in _created:
         return _created[prefix]
+    _check_creatable(Path(prefix), "paths.log_dir")
+    _note_new_folders(Path(prefix).parent)
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     for n in itertools.count():
         candidate = prefix if n == 0 else f"{prefix}_{n}"
@@ -29,6 +46,7 @@ def unique_dir(prefix: str) -> str:
         except FileExistsError:
             continue
         _created[prefix] = candidate
+        _made_here.add(Path(candidate).absolute())
         return candidate
     raise AssertionError("unreachable")
 
@@ -36,3 +54,73 @@ def unique_dir(prefix: str) -> str:
 def register_resolvers() -> None:
     """Make ``${unique_dir:...}`` available to the configs (idempotent)."""
     OmegaConf.register_new_resolver("unique_dir", unique_dir, use_cache=True, replace=True)
+
+
+def _check_creatable(path: Path, key: str) -> None:
+    """A UserError when a file sits where ``path`` or one of its parents would be."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise UserError(
+                    f"The run directory {path} cannot be created: {folder} is a file. Choose "
+                    f"another place, e.g. `{key}=logs` or `hydra.run.dir=logs/train/runs/mine`."
+                )
+            return
+
+
+def note_run_dirs_on_command_line(overrides: Sequence[str]) -> None:
+    """Check a ``hydra.run.dir``/``hydra.sweep.dir`` given on the command line, and remember
+    whether it exists already (only one this process creates may be removed again)."""
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        value = value.strip().strip("'\"")
+        if not sep or key.lstrip("+") not in _RUN_DIR_KEYS or not value or "${" in value:
+            continue
+        path = Path(value).expanduser()
+        _check_creatable(path, key.lstrip("+"))
+        _note_new_folders(path)
+
+
+def _note_new_folders(path: Path) -> None:
+    """Remember the outermost folder of ``path`` that does not exist yet (about to be made)."""
+    path = path.absolute()
+    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
+    if missing:
+        _made_here.add(missing[-1])
+
+
+def _made_by_this_process(path: Path) -> bool:
+    path = path.absolute()
+    return path in _made_here or any(parent in _made_here for parent in path.parents)
+
+
+def _close_log_files_under(folder: Path) -> None:
+    for handler in list(logging.root.handlers):
+        filename = getattr(handler, "baseFilename", None)
+        if filename and folder in Path(filename).absolute().parents:
+            handler.close()
+            logging.root.removeHandler(handler)
+
+
+def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool:
+    """Remove ``run_dir`` if this process created it and it holds only ``hydra_files`` (names
+    of its top-level entries: Hydra's record folder and the job's log file). Then the sweep
+    folder around it too, when this process created that and nothing else is left in it.
+    Returns whether ``run_dir`` was removed."""
+    run_dir = Path(run_dir).absolute()
+    if not run_dir.is_dir() or not _made_by_this_process(run_dir):
+        return False
+    if any(entry.name not in hydra_files for entry in run_dir.iterdir()):
+        return False
+    _close_log_files_under(run_dir)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    # Then the folders this process made around it (a sweep folder, new parents), if empty.
+    for folder in run_dir.parents:
+        if not _made_by_this_process(folder) or any(
+            entry.name != _SWEEP_RECORD for entry in folder.iterdir()
+        ):
+            break
+        with contextlib.suppress(OSError):
+            (folder / _SWEEP_RECORD).unlink(missing_ok=True)
+            folder.rmdir()  # only if empty: a run started beside it meanwhile stays
+    return True

@@ -2,12 +2,17 @@
 
 A config key or environment variable "looks secret" when its name has a word such as
 ``token``, ``secret``, ``password`` or a pair such as ``api_key``. Their values are replaced by
-``***`` in what the run prints and saves; values of secret-looking environment variables (e.g.
-``WANDB_API_KEY``) are masked wherever else they turn up. Only omegaconf is imported here.
+``***`` in what the run prints and saves, whatever their length: by key name in structured
+data (the config, logged hyperparameters) and in text wherever the key names the value
+(``+hf_token=...`` in an override, ``hf_token: ...`` in YAML, ``'api_key': '...'`` in a repr).
+Values long enough not to be ordinary words or numbers are also masked wherever else they turn
+up: this run's secret config values of at least 6 characters, and those of secret-looking
+environment variables (e.g. ``WANDB_API_KEY``) of at least 8. Only omegaconf is imported here.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -15,7 +20,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 MASK = "***"
 _SECRET_WORDS = {
@@ -30,9 +35,16 @@ _SECRET_WORDS = {
     "credentials",
 }
 _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("auth", "key")}
-# Shorter values are too likely to be ordinary words or numbers to replace everywhere.
-_MIN_SECRET_LENGTH = 8
+# Shorter values are too likely to be ordinary words or numbers to replace wherever they occur
+# (a 4-character password "test" would mask every "test/acc"); they are masked where their key
+# names them. Environment variables are many and not chosen for this run: a higher bar.
+_MIN_CONFIG_SECRET_LENGTH = 6
+_MIN_ENV_SECRET_LENGTH = 8
 _registered: set[str] = set()
+# `key=value` (overrides, argv), `key: value` (YAML) and `'key': 'value'` (reprs): the value is a
+# quoted string or runs to the next blank, comma, quote, backtick or closing bracket.
+_KEY = re.compile(r"""(?P<key>['"]?[+~]*[A-Za-z_][\w.\-/]*['"]?)(?P<sep>[ \t]*[=:][ \t]*)""")
+_VALUE = re.compile(r"""'[^'\n]*'|"[^"\n]*"|[^\s,'"`\]\}\)]+""")
 
 
 def _words(name: str) -> list[str]:
@@ -40,6 +52,7 @@ def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[^a-zA-Z0-9]+", spaced.lower()) if w]
 
 
+@functools.lru_cache(maxsize=4096)
 def looks_secret(name: str) -> bool:
     """`WANDB_API_KEY`, `hf_token`, `dbPassword` do; `max_tokens`, `key_dim` do not."""
     words = _words(name)
@@ -50,19 +63,41 @@ def looks_secret(name: str) -> bool:
 
 def register_secret_values(values: Iterable[Any]) -> None:
     """Values found in this run's config under secret-looking keys: mask them everywhere."""
-    _registered.update(
-        str(v) for v in values if v is not None and len(str(v)) >= _MIN_SECRET_LENGTH
-    )
+    _registered.update(str(v) for v in values if v is not None and str(v) not in ("", MASK))
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> set[str]:
-    """The values to hide: secret-looking environment variables plus registered ones."""
+    """The values to hide wherever they occur: secret-looking environment variables plus this
+    run's secret config values, each when long enough (see the module docstring)."""
     environ = os.environ if environ is None else environ
-    found = {v for k, v in environ.items() if looks_secret(k) and len(v) >= _MIN_SECRET_LENGTH}
-    return found | _registered
+    found = {v for k, v in environ.items() if looks_secret(k) and len(v) >= _MIN_ENV_SECRET_LENGTH}
+    return found | {v for v in _registered if len(v) >= _MIN_CONFIG_SECRET_LENGTH}
+
+
+def _mask_keyed_values(text: str) -> str:
+    """Mask every value that a secret-looking key names, at any length. A key that is not
+    secret does not hide what follows it (`override_dirname: +hf_token=...`)."""
+    out, pos = [], 0
+    while (key := _KEY.search(text, pos)) is not None:
+        value = _VALUE.match(text, key.end())
+        name = key["key"].strip("'\"").lstrip("+~").split(".")[-1].split("/")[-1]
+        bare = value[0].strip("'\"") if value else ""
+        # An interpolation (`${oc.env:HF_TOKEN}`) is where the secret comes from, not the secret.
+        if value is None or not looks_secret(name) or bare in ("", MASK) or "${" in bare:
+            out.append(text[pos : key.end()])
+            pos = key.end()
+            continue
+        # After a colon (YAML, a repr) a bare *** would read as a YAML alias: quote it.
+        quote = value[0][0] if value[0][0] in "'\"" else ("'" if ":" in key["sep"] else "")
+        out.append(f"{text[pos : key.end()]}{quote}{MASK}{quote}")
+        pos = value.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def mask_text(text: str, values: Iterable[str] | None = None) -> str:
+    """``text`` with every value its key names as secret masked, then every secret value."""
+    text = _mask_keyed_values(text)
     # Longest first, so a secret that contains another is replaced whole.
     for value in sorted(secret_values() if values is None else values, key=len, reverse=True):
         text = text.replace(value, MASK)
@@ -106,16 +141,14 @@ def secret_override_values(overrides: Iterable[str]) -> list[str]:
     found = []
     for override in overrides:
         key, sep, value = override.partition("=")
-        if sep and looks_secret(key.split(".")[-1]):
-            found.append(value)
+        if sep and looks_secret(key.lstrip("+~").split(".")[-1]):
+            found.append(value.strip("'\""))
     return found
 
 
 def mask_files(folder: str | Path, values: Iterable[str] | None = None) -> None:
     """Rewrite the text files under ``folder`` (Hydra's `.hydra/`) with secrets masked."""
     values = set(secret_values() if values is None else values)
-    if not values:
-        return
     for path in Path(folder).rglob("*"):
         if path.is_file() and path.suffix in (".yaml", ".yml", ".log", ".txt", ".json"):
             text = path.read_text(errors="replace")
@@ -154,3 +187,28 @@ def masked_argv() -> Iterator[None]:
         yield
     finally:
         sys.argv[:] = original
+
+
+class MaskedStream:
+    """A text stream that masks secrets in everything written to it (see :func:`mask_stderr`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(mask_text(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def mask_stderr() -> None:
+    """Mask secrets in whatever is written to stderr from now on (idempotent).
+
+    Error messages are where secrets escape: Hydra prints a failed job's overrides
+    ("Error executing job with overrides: [...]"), a traceback may show a value. Masking the
+    stream catches them all, whoever prints.
+    """
+    if not isinstance(sys.stderr, MaskedStream):
+        sys.stderr = MaskedStream(sys.stderr)

@@ -1,23 +1,39 @@
 """The one place every entry point passes through: registrations, Hydra, clear errors.
 
 `python train.py`, `eval.py`, `predict.py` (and their console scripts) call :func:`main`:
-it composes the config with Hydra and runs the task (train, evaluate, predict), turning a
-:class:`~..errors.UserError` into one paragraph and exit status 2. Each task begins with
-:func:`register`, so the names the configs and the Trainer look up resolve however the task
-is called (from the command line, a test, a notebook).
+it composes the config with Hydra and runs the task (train, evaluate, predict). Each task
+begins with :func:`register`, so the names the configs and the Trainer look up resolve however
+the task is called (from the command line, a test, a notebook).
+
+Bad input is one paragraph on stderr and exit status 2, and leaves no run directory, wherever
+it is found: on the command line (`resume=`, a `--config-dir` with a broken YAML file, a run
+directory under a file), while Hydra composes the config (an option or group that does not
+exist, a broken YAML file, a malformed override: `hydra_errors.py`), or in the task's checks
+(a :class:`~..errors.UserError`). SIGTERM and Ctrl-C stop a job cleanly
+(`reliability/signals.py`). Secrets are masked in everything written to stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
 
 from omegaconf import DictConfig
 
 from ..config import config_dir
-from ..errors import report_user_errors
+from ..distributed import is_rank_zero
+from ..errors import UserError
+from ..reliability import run_dir
 from ..reliability.run_dir import register_resolvers
+from ..reliability.secrets import mask_stderr, protect_run_secrets
+from .hydra_errors import check_yaml_files, hydra_errors_as_user_errors, report, user_error_in
 
 
 def register() -> None:
@@ -43,13 +59,102 @@ def main(
     """
     import hydra
 
+    mask_stderr()
     register_resolvers()  # before Hydra resolves the run directory
-    if argv is not None:
-        sys.argv[1:] = report_user_errors(argv)(sys.argv[1:])
+    with exit_on_user_error():
+        args = list(sys.argv[1:]) if argv is None else argv(sys.argv[1:])
+        check_command_line(args)
+    sys.argv[1:] = args
+    with hydra_errors_as_user_errors():
+        hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(
+            as_job(task)
+        )()
 
-    hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(
-        report_user_errors(task)
-    )()
+
+def check_command_line(args: Sequence[str]) -> None:
+    """What Hydra would pass over or fail on late: a broken YAML file in a ``--config-dir``
+    (Hydra reads only the files a run selects, and the project's configs come first), and a
+    run directory that cannot be created."""
+    from hydra._internal.utils import get_args_parser
+
+    parsed, _ = get_args_parser().parse_known_args(list(args))
+    if parsed.config_dir:
+        check_yaml_files(Path(parsed.config_dir))
+    run_dir.note_run_dirs_on_command_line(parsed.overrides or [])
+
+
+def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
+    """``task`` as a Hydra job: secrets masked in Hydra's record first; SIGTERM and Ctrl-C
+    stop it cleanly (`reliability/signals.py`); a UserError becomes one paragraph and its exit
+    status, and takes the run directory Hydra made with it."""
+
+    @functools.wraps(task)
+    def job(cfg: DictConfig) -> Any:
+        with stop_signals():
+            try:
+                if is_rank_zero():
+                    protect_run_secrets(cfg)
+                return task(cfg)
+            except Exception as error:
+                user_error = user_error_in(error)
+                if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+                    raise
+                report(user_error)
+                remove_untouched_run_dir()
+                sys.exit(user_error.exit_code)
+
+    return job
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGTERM and Ctrl-C as stop requests for the job's duration; one that arrives outside
+    training (nothing to save) ends the job at once with 128 + the signal number."""
+    from ..reliability import signals
+
+    previous = {signum: signal.getsignal(signum) for signum in signals.STOP_SIGNALS}
+    signals.install_handlers()
+    try:
+        yield
+    except signals.StopRequested as stop:
+        from ..strategies.ddp import end_launched_job
+
+        end_launched_job(succeeded=False)
+        if is_rank_zero():
+            print(f"\n{signals.stopped_message(stop.signum, None, False)}\n", file=sys.stderr)
+        sys.exit(128 + stop.signum)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for signum, handler in previous.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def remove_untouched_run_dir() -> None:
+    """The run directory, if this process made it and it holds only Hydra's own files."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    if not HydraConfig.initialized() or not is_rank_zero():
+        return
+    hydra_cfg = HydraConfig.get()
+    hydra_files = []
+    if hydra_cfg.output_subdir is not None:
+        hydra_files.append(Path(hydra_cfg.output_subdir).parts[0])
+    log_file = OmegaConf.select(cast(DictConfig, hydra_cfg), "job_logging.handlers.file.filename")
+    if log_file:
+        hydra_files.append(Path(log_file).name)
+    run_dir.remove_if_untouched(hydra_cfg.runtime.output_dir, hydra_files)
+
+
+@contextlib.contextmanager
+def exit_on_user_error() -> Iterator[None]:
+    try:
+        yield
+    except UserError as error:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        report(error)
+        sys.exit(error.exit_code)
 
 
 # Hydra launchers that run jobs in other processes (submitit) unpickle the task function,

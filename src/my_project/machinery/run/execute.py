@@ -6,10 +6,16 @@ Everything was checked and built before; what is returned is the Trainer's
 
 from __future__ import annotations
 
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..distributed import is_rank_zero
-from ..reliability.signals import stop_cleanly_on_signals
+from ..plotting import split_metric_name
+from ..reliability import signals
 
 if TYPE_CHECKING:
     from .build import Job
@@ -29,24 +35,78 @@ def best_checkpoint(callbacks: list[Any]) -> str:
 def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any]:
     """Fit (resuming from ``job.ckpt_path``), then test the best checkpoint.
 
-    SIGTERM or Ctrl-C during the run saves ``last.ckpt`` and exits 128 + the signal number
-    with the command that resumes it (`reliability/signals.py`).
+    SIGTERM or Ctrl-C stop the run cleanly (`reliability/signals.py`): ``last.ckpt`` is saved
+    when training was under way, and the run exits 128 + the signal number with the command
+    that resumes it. Resuming a run whose training had finished only tests; its train and val
+    metrics are those its `metrics.json` already holds.
     """
+    from ..callbacks.schedule_on_resume import ScheduleOnResume
+
     metrics: dict[str, Any] = {}
-    with stop_cleanly_on_signals(job.output_dir, announce=is_rank_zero()):
+    with stops_cleanly(job, metrics):
         if fit:
-            job.trainer.fit(job.model, datamodule=job.datamodule, ckpt_path=job.ckpt_path)
+            if job.ckpt_path:
+                job.trainer.callbacks.append(ScheduleOnResume())
+            with signals.stoppable(job.trainer):
+                job.trainer.fit(job.model, datamodule=job.datamodule, ckpt_path=job.ckpt_path)
+            metrics.update(earlier_metrics(job))
             metrics.update(job.trainer.callback_metrics)
         if test:
             best = best_checkpoint(job.callbacks)
-            if fit and not best:
+            if fit and not best and is_rank_zero():
                 print(
                     "No best checkpoint was saved; testing the weights as they are at the end "
                     "of training."
                 )
-            job.trainer.test(job.model, datamodule=job.datamodule, ckpt_path=best or None)
+            with signals.stoppable(job.trainer):
+                job.trainer.test(job.model, datamodule=job.datamodule, ckpt_path=best or None)
             metrics.update(job.trainer.callback_metrics)
     return metrics
+
+
+def earlier_metrics(job: Job) -> dict[str, Any]:
+    """A resumed run that trained no further step (its training had finished) keeps the
+    train and val metrics its run directory recorded; its test metrics are measured anew."""
+    steps = job.resumed.get("global_step")
+    path = job.output_dir / "metrics.json"
+    if steps is None or job.trainer.global_step != steps or not path.is_file():
+        return {}
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {
+        key: value
+        for key, value in recorded.items()
+        if (split_metric_name(key) or ("", ""))[0] != "test"
+    }
+
+
+@contextmanager
+def stops_cleanly(job: Job, fit_metrics: dict[str, Any]) -> Iterator[None]:
+    """A stop by a signal (Lightning's between batches, or ours) as one message and exit
+    status 128 + the signal number; the processes this one launched end with it.
+
+    Stopped after training finished (during the test), the training's metrics (``fit_metrics``,
+    filled once fit returns) go to `metrics.json`, where a resume that only tests finds them.
+    """
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    from . import record
+
+    try:
+        yield
+    except (SIGTERMException, signals.StopRequested) as stop:
+        signum = signals.requested_signal() or signal.SIGTERM
+        # Stopped together in training, the other processes save with this one and exit by
+        # themselves; stopped in the test, they may wait for this one in a collective.
+        signals.end_launched(job.trainer, timeout=10.0 if isinstance(stop, SIGTERMException) else 0)
+        if is_rank_zero():
+            if fit_metrics:
+                record.write_json(record.to_floats(fit_metrics), job.output_dir / "metrics.json")
+            message = signals.stopped_message(signum, job.output_dir, bool(fit_metrics))
+            print(f"\n{message}\n", file=sys.stderr, flush=True)
+        sys.exit(128 + signum)
 
 
 def test(job: Job) -> dict[str, Any]:

@@ -1,0 +1,181 @@
+"""Errors before and around a job as one paragraph and exit status 2, not a traceback.
+
+A :class:`~..errors.UserError` is bad input; Hydra's own errors while it composes the config
+(an option or a group that does not exist, a broken YAML file, a malformed override) and a run
+directory that cannot be written are turned into one, in words that say what to type instead.
+Errors raised by a job itself that are not UserErrors keep Hydra's report (exit status 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..config import config_dir
+from ..errors import UserError
+
+HELP_HINT = "`python {script} --help` lists the config groups and their options."
+# The job wrapper of `entry.as_job`: errors whose traceback passes through it are the job's.
+_JOB_FRAME = (f"{__package__}.entry", "job")
+
+
+def report(error: UserError) -> None:
+    print(f"\nError: {error}\n", file=sys.stderr, flush=True)
+
+
+def user_error_in(error: BaseException) -> UserError | None:
+    """``error`` if it is a UserError, or the one behind it: Hydra's ``instantiate`` and
+    OmegaConf's resolvers wrap what a constructor or a resolver raises."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, UserError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def check_yaml_files(folder: Path) -> None:
+    """Every YAML file under ``folder`` parses; the first that does not is a UserError."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    for path in sorted([*folder.rglob("*.yaml"), *folder.rglob("*.yml")]):
+        try:
+            OmegaConf.load(path)
+        except yaml.YAMLError as error:
+            raise UserError(describe_yaml_error(error, path)) from error
+
+
+def describe_yaml_error(error: Exception, path: Path | str | None = None) -> str:
+    mark = getattr(error, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    name = path or (mark.name if mark is not None else "a config file")
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    return f"{name} is not valid YAML: {problem}{where}. Fix the file, or remove it."
+
+
+@contextlib.contextmanager
+def hydra_errors_as_user_errors() -> Iterator[None]:
+    """Hydra's own errors before a job runs (an option that does not exist, a broken YAML
+    file, a malformed override) as one paragraph and exit status 2, instead of Hydra's report
+    and exit status 1.
+
+    Hydra has no hook for this: every step of its command line runs inside its
+    ``run_and_report``, which prints and exits 1. That function is wrapped for the duration;
+    errors raised by a job itself still get Hydra's report.
+    """
+    import hydra._internal.utils as hydra_utils
+
+    original = hydra_utils.run_and_report
+
+    def run_and_report(func: Callable[[], Any]) -> Any:
+        def explained() -> Any:
+            try:
+                return func()
+            except Exception as error:
+                if raised_in_job(error) or os.environ.get("HYDRA_FULL_ERROR") == "1":
+                    raise
+                user_error = user_error_in(error) or as_user_error(error)
+                if user_error is None:
+                    raise
+                report(user_error)
+                sys.exit(user_error.exit_code)
+
+        return original(explained)
+
+    hydra_utils.run_and_report = run_and_report
+    try:
+        yield
+    finally:
+        hydra_utils.run_and_report = original
+
+
+def raised_in_job(error: BaseException) -> bool:
+    """Whether ``error`` came out of a job (its traceback passes through `as_job`)."""
+    traceback = error.__traceback__
+    while traceback is not None:
+        frame = traceback.tb_frame
+        if (frame.f_globals.get("__name__"), frame.f_code.co_name) == _JOB_FRAME:
+            return True
+        traceback = traceback.tb_next
+    return False
+
+
+def as_user_error(error: Exception) -> UserError | None:
+    """Hydra's and OmegaConf's errors in composing the config, and a run directory that
+    cannot be written, in one paragraph; None for anything else."""
+    import yaml
+    from hydra.errors import HydraException, MissingConfigException
+    from omegaconf.errors import OmegaConfBaseException
+
+    script = Path(sys.argv[0]).name
+    if isinstance(error, MissingConfigException) and error.options is not None:
+        return UserError(_missing_option(error, script))
+    yaml_error = next((e for e in _chain(error) if isinstance(e, yaml.YAMLError)), None)
+    if yaml_error is not None:
+        return UserError(describe_yaml_error(yaml_error))
+    if isinstance(error, (HydraException, OmegaConfBaseException)):
+        message = _one_paragraph(str(error))
+        cause = error.__cause__
+        if isinstance(cause, OmegaConfBaseException) and str(cause).strip():
+            first, dot, rest = message.partition(". ")
+            message = f"{first} ({str(cause).splitlines()[0].strip()}){dot}{rest}"
+        if not message.endswith("."):
+            message += "."
+        return UserError(f"{message}{_close_group(message)} {HELP_HINT.format(script=script)}")
+    if isinstance(error, OSError) and error.filename:
+        return UserError(
+            f"Cannot write {error.filename}: {error.strerror}. Choose a place this user can "
+            "write to, e.g. `paths.log_dir=logs` or `hydra.run.dir=logs/train/runs/mine`."
+        )
+    return None
+
+
+def _missing_option(error: Any, script: str) -> str:
+    group, _, name = str(error.missing_cfg_file).rpartition("/")
+    options = sorted(str(option) for option in error.options)
+    close = difflib.get_close_matches(name, options, n=1)
+    hint = f" Did you mean `{group}={close[0]}`?" if close else ""
+    listed = ", ".join(options) or "none"
+    return (
+        f"`{group}={name}`: the config group `{group}` has no option `{name}` (no file "
+        f"configs/{group}/{name}.yaml).{hint} Its options: {listed}. "
+        f"{HELP_HINT.format(script=script)}"
+    )
+
+
+def _close_group(message: str) -> str:
+    """ " Did you mean `experiment=...`?" when Hydra could not override a misspelt group."""
+    match = re.search(r"Could not override '([^'.]+)'", message)
+    if match is None:
+        return ""
+    groups = sorted(
+        str(folder.relative_to(config_dir()))
+        for folder in config_dir().rglob("*")
+        if folder.is_dir() and any(folder.glob("*.yaml"))
+    )
+    close = difflib.get_close_matches(match[1], groups, n=1)
+    return f" Did you mean the config group `{close[0]}`?" if close else ""
+
+
+def _one_paragraph(message: str) -> str:
+    """Hydra's multi-line message, without its dump of the config search path."""
+    lines = message.split("Config search path:")[0].splitlines()
+    return " ".join(line.strip() for line in lines if line.strip())
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__

@@ -1,0 +1,385 @@
+"""The bad-input table: every mistake below is one paragraph on stderr, exit status 2, no
+traceback, and nothing written (no new directory under the log folder).
+
+The table runs each case through the entry point's own `main` in this process, with the
+command line in `sys.argv`: the same code path as `python train.py ...` (Hydra, the checks,
+the run directory) without paying for a new Python with torch per case. A handful of cases
+then run as real `python train.py` / `eval.py` processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from my_project.machinery.run import evaluate, train
+
+from .helpers import clean_env, pinned, run_entry
+
+SECRET = "Zq9Xy7Q"  # 7 characters: short secrets are masked by their key's name
+
+# (case id, entry point, overrides, what the message must say). `{file}` is a plain file,
+# `{tmp}` a fresh folder, `{broken}` a config folder holding a broken YAML file.
+CASES: list[tuple[str, str, str, str]] = [
+    (
+        "unknown experiment",
+        "train",
+        "experiment=digits_cnnn",
+        "Did you mean `experiment=digits_cnn`?",
+    ),
+    ("unknown search", "train", "-m hparams_search=mpl", "Did you mean `hparams_search=mlp`?"),
+    ("unknown debug option", "train", "debug=default", "the config group `debug` has no option"),
+    ("unknown net", "train", "model/net=transformer", "Its options: cnn, mlp"),
+    ("unknown data", "train", "data=imagenet", "Its options: digits, mnist, synthetic"),
+    ("unknown logger", "train", "logger=wandbb", "Did you mean `logger=wandb`?"),
+    (
+        "misspelt group",
+        "train",
+        "expriment=digits_cnn",
+        "Did you mean the config group `experiment`?",
+    ),
+    ("unknown key", "train", "data.batchsize=3", "Could not override 'data.batchsize'"),
+    ("malformed override", "train", "model.lr=[", "no viable alternative at input '['"),
+    (
+        "broken YAML in --config-dir",
+        "train",
+        "--config-dir={broken} experiment=broken",
+        "is not valid YAML",
+    ),
+    (
+        "batch size 0",
+        "train",
+        "data.batch_size=0",
+        "`data.batch_size=0` must be a whole number >= 1",
+    ),
+    (
+        "negative batch size",
+        "train",
+        "data.batch_size=-3",
+        "`data.batch_size=-3` must be a whole number",
+    ),
+    (
+        "batch size not a number",
+        "train",
+        "data.batch_size=abc",
+        "`data.batch_size='abc'` must be an integer",
+    ),
+    (
+        "batch larger than the data",
+        "train",
+        "data.batch_size=5000",
+        "is larger than the training split",
+    ),
+    (
+        "fraction above 1",
+        "train",
+        "data.val_fraction=1.5",
+        "`data.val_fraction=1.5` must be a fraction",
+    ),
+    (
+        "negative fraction",
+        "train",
+        "data.test_fraction=-0.1",
+        "`data.test_fraction=-0.1` must be a fraction",
+    ),
+    (
+        "fractions above 1 together",
+        "train",
+        "data.val_fraction=0.6 data.test_fraction=0.6",
+        "add up to more than 1",
+    ),
+    (
+        "negative workers",
+        "train",
+        "data.num_workers=-1",
+        "`data.num_workers=-1` must be a whole number >= 0",
+    ),
+    (
+        "on_device not a choice",
+        "train",
+        "data.on_device=yes",
+        "data.on_device='yes': expected true",
+    ),
+    ("negative learning rate", "train", "model.lr=-1", "`model.lr=-1` must be a number >= 0"),
+    ("learning rate not a number", "train", "model.lr=fast", "`model.lr='fast'` must be a number"),
+    (
+        "negative weight decay",
+        "train",
+        "model.optimizer.weight_decay=-0.1",
+        "weight_decay=-0.1` must be a number >= 0",
+    ),
+    (
+        "negative max_epochs",
+        "train",
+        "trainer.max_epochs=-5",
+        "`trainer.max_epochs=-5` must be a whole number >= 0",
+    ),
+    (
+        "max_epochs not a number",
+        "train",
+        "trainer.max_epochs=abc",
+        "trainer.max_epochs='abc' must be a whole number",
+    ),
+    (
+        "zero nodes",
+        "train",
+        "trainer.num_nodes=0",
+        "`trainer.num_nodes=0` must be a whole number >= 1",
+    ),
+    (
+        "no such accelerator here",
+        "train",
+        "trainer.accelerator=tpu",
+        "`trainer.accelerator=tpu` is not available",
+    ),
+    ("misspelt strategy", "train", "trainer.strategy=dpp", "is not a strategy"),
+    ("zero CPU processes", "train", "trainer.devices=0", "does not say how many CPU processes"),
+    (
+        "batch fraction above 1",
+        "train",
+        "+trainer.limit_train_batches=1.5",
+        "`trainer.limit_train_batches=1.5` must be",
+    ),
+    (
+        "log every 0 steps",
+        "train",
+        "trainer.log_every_n_steps=0",
+        "`trainer.log_every_n_steps=0` must be",
+    ),
+    (
+        "accumulate 0 batches",
+        "train",
+        "+trainer.accumulate_grad_batches=0",
+        "`trainer.accumulate_grad_batches=0` must",
+    ),
+    (
+        "validate every 0 batches",
+        "train",
+        "+trainer.val_check_interval=0",
+        "`trainer.val_check_interval=0` must be",
+    ),
+    (
+        "precision not a choice",
+        "train",
+        "trainer.precision=17",
+        "`trainer.precision=17` must be one of",
+    ),
+    ("seed not a number", "train", "seed=abc", "`seed='abc'` must be an integer or null"),
+    ("missing checkpoint", "train", "ckpt_path={tmp}/nope/last.ckpt", "does not exist"),
+    ("missing run to resume", "train", "resume={tmp}/no_run", "no such run directory"),
+    ("run directory under a file", "train", "hydra.run.dir={file}/run", "is a file"),
+    ("log folder under a file", "train", "paths.log_dir={file}/logs", "is a file"),
+    (
+        "API key under logger.wandb",
+        "train",
+        f"logger=default +logger.wandb.api_key={SECRET}",
+        "credentials do not belong in the config",
+    ),
+    (
+        "misspelt wandb setting",
+        "train",
+        "logger=default +logger.wandb.projct=x",
+        "Did you mean `logger.wandb.project`?",
+    ),
+    ("eval without a checkpoint", "eval", "", "eval needs a checkpoint"),
+]
+if torch.cuda.is_available():  # the GPU case needs a machine without one
+    CASES = [c for c in CASES if c[0] != "no such accelerator here"]
+else:
+    CASES.append(
+        ("GPU on a machine without one", "train", "trainer.accelerator=gpu", "`trainer=cpu`")
+    )
+
+MAINS: dict[str, Callable[[], None]] = {"train": train.main, "eval": evaluate.main}
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> dict[str, Path]:
+    """The folders and files the cases name, and the (not yet existing) log folder."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a folder\n")
+    broken = tmp_path / "my_configs"
+    (broken / "experiment").mkdir(parents=True)
+    (broken / "experiment" / "broken.yaml").write_text("trainer:\n  max_epochs: [3\nseed: 1\n")
+    return {"file": a_file, "tmp": tmp_path, "broken": broken, "logs": tmp_path / "logs"}
+
+
+def overrides(case: str, places: dict[str, Path]) -> list[str]:
+    return case.format(**{k: str(v) for k, v in places.items()}).split()
+
+
+def run_in_process(
+    script: str, args: list[str], log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, str]:
+    """`python <script>.py <args>` through the entry point's `main`, in this process: exit
+    status and stderr."""
+    monkeypatch.setenv("MY_PROJECT_LOG_DIR", str(log_dir))
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", *pinned(args)])
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            MAINS[script]()
+        except SystemExit as stop:
+            return int(stop.code or 0), err.getvalue()
+    return 0, err.getvalue()
+
+
+def assert_one_paragraph_error(code: int, err: str, expected: str) -> None:
+    assert code == 2, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    message = err.strip().split("\n\n")[-1]  # the last paragraph is the error
+    assert message.startswith("Error: ") and "\n" not in message, err[-3000:]
+    assert expected in message, message
+
+
+@pytest.mark.parametrize(
+    ("script", "case", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_input_is_one_paragraph_exit_2_and_writes_nothing(
+    script: str,
+    case: str,
+    expected: str,
+    places: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    code, err = run_in_process(script, overrides(case, places), places["logs"], monkeypatch)
+    assert_one_paragraph_error(code, err, expected)
+    assert not places["logs"].exists(), sorted(places["logs"].rglob("*"))
+    assert SECRET not in err
+
+
+def test_the_table_holds_at_least_30_bad_inputs() -> None:
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize(
+    ("script", "case", "expected"),
+    [
+        ("train", "experiment=digits_cnnn", "Did you mean `experiment=digits_cnn`?"),
+        ("train", "data.batch_size=0", "`data.batch_size=0` must be a whole number >= 1"),
+        ("train", "hydra.run.dir={file}/run", "is a file"),
+        ("train", "--config-dir={broken} experiment=broken", "is not valid YAML"),
+        ("train", f"logger=default +logger.wandb.api_key={SECRET}", "credentials do not belong"),
+        ("eval", "", "eval needs a checkpoint"),
+    ],
+    ids=[
+        "unknown option",
+        "value out of range",
+        "run dir under a file",
+        "broken YAML",
+        "API key",
+        "eval",
+    ],
+)
+def test_bad_input_from_a_real_command_line(
+    script: str, case: str, expected: str, places: dict[str, Path]
+) -> None:
+    result = run_entry(
+        script, *overrides(case, places), env=clean_env(MY_PROJECT_LOG_DIR=str(places["logs"]))
+    )
+    assert_one_paragraph_error(result.returncode, result.stderr, expected)
+    assert not places["logs"].exists(), sorted(places["logs"].rglob("*"))
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_a_failed_check_leaves_an_existing_run_directory_and_its_files(
+    places: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a directory this process created is removed: one given on the command line that
+    already existed keeps everything, Hydra's record of the failed command included."""
+    run_dir = places["tmp"] / "existing"
+    run_dir.mkdir()
+    (run_dir / "notes.txt").write_text("mine\n")
+    code, err = run_in_process(
+        "train", ["data.batch_size=0", f"hydra.run.dir={run_dir}"], places["logs"], monkeypatch
+    )
+    assert_one_paragraph_error(code, err, "`data.batch_size=0`")
+    assert (run_dir / "notes.txt").read_text() == "mine\n"
+    assert (run_dir / ".hydra" / "overrides.yaml").is_file()
+
+
+def test_a_run_directory_given_on_the_command_line_is_removed_when_it_is_new(
+    places: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = places["tmp"] / "new" / "run"
+    code, err = run_in_process(
+        "train", ["data.batch_size=0", f"hydra.run.dir={run_dir}"], places["logs"], monkeypatch
+    )
+    assert_one_paragraph_error(code, err, "`data.batch_size=0`")
+    assert not (places["tmp"] / "new").exists()
+
+
+def test_a_config_that_validates_nothing_warns_what_the_checkpoints_keep(
+    places: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omegaconf import OmegaConf
+
+    from my_project.machinery.preflight.values import nothing_validated_warning
+
+    from .helpers import compose_config
+
+    cfg = compose_config(["data.val_fraction=0"], places["tmp"])
+    warning = nothing_validated_warning(cfg)
+    assert warning is not None
+    assert "data.val_fraction=0: nothing is validated" in warning
+    assert "`callbacks.model_checkpoint` (monitor val/acc) never saves" in warning
+    assert "checkpoints/last.ckpt" in warning
+    assert nothing_validated_warning(compose_config([], places["tmp"])) is None
+    assert "trainer.limit_val_batches=0" in str(
+        nothing_validated_warning(compose_config(["+trainer.limit_val_batches=0"], places["tmp"]))
+    )
+    assert OmegaConf.select(cfg, "data.val_fraction") == 0
+
+
+def test_value_checks_hold_for_a_teams_own_keys() -> None:
+    """By key name, in any data or model config: the team's `encoder_lr`, `eval_batch_size`
+    or `holdout_fraction` are checked like the example's."""
+    from my_project.machinery.preflight.values import named_value_errors
+
+    config = {
+        "data": {"eval_batch_size": 0, "holdout_fraction": 2.0, "loader": {"num_workers": -2}},
+        "model": {"encoder_lr": -0.5, "head": {"dropout": 1.0, "lr": 0.01}},
+    }
+    errors = "; ".join(named_value_errors(config))
+    for key in ("eval_batch_size=0", "holdout_fraction=2.0", "loader.num_workers=-2"):
+        assert f"data.{key}" in errors
+    assert "model.encoder_lr=-0.5" in errors and "model.head.dropout=1.0" in errors
+    assert "head.lr" not in errors
+
+
+def test_a_broken_yaml_file_hydra_reads_is_named_with_its_line(tmp_path: Path) -> None:
+    """A broken file in configs/ fails while Hydra composes: the same one paragraph."""
+    import yaml
+
+    from my_project.machinery.run.hydra_errors import as_user_error
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("trainer:\n  max_epochs: [3\nseed: 1\n")
+    try:
+        with open(broken) as handle:
+            yaml.safe_load(handle)
+    except yaml.YAMLError as error:
+        user_error = as_user_error(RuntimeError("while loading a config"))
+        assert user_error is None  # anything else is left to Hydra's report
+        wrapped = RuntimeError("Error loading experiment/broken.yaml")
+        wrapped.__cause__ = error
+        message = str(as_user_error(wrapped))
+    assert message.startswith(f"{broken} is not valid YAML") and "(line 3, column 5)" in message
+
+
+def test_an_error_raised_by_the_job_itself_keeps_hydras_report(
+    places: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only Hydra's errors *before* the job are turned into a paragraph: what the job raises
+    (here Hydra's instantiate, from inside the task) is not bad input this layer can explain."""
+    code, err = run_in_process(
+        "train", ["model.net._target_=no.such.Net"], places["logs"], monkeypatch
+    )
+    assert code == 1
+    assert "Error executing job with overrides" in err and "no.such.Net" in err

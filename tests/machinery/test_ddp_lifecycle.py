@@ -1,0 +1,267 @@
+"""A 2-process run (`trainer.devices=2`, real DDP processes on the CPU over gloo) resumes
+exactly, and SIGTERM / Ctrl-C stop it cleanly wherever they land.
+
+Every run is seeded and deterministic: a run that was stopped and resumed must end
+bit-identical to the reference run that never stopped, in weights, test metrics and train
+metrics. `PauseAtStep` (fault_injection.py) holds the run at a known point until the signal
+arrives. Signals go to the main process (`kill <pid>`, what schedulers send) or to the whole
+process group (Ctrl-C in a terminal).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from .helpers import ROOT, clean_env, pinned, read_metrics, run_entry
+
+# 1257 training images, 629 per process, batches of 16: 40 steps per epoch.
+BASE = [
+    "trainer.devices=2",
+    "data.batch_size=16",
+    "trainer.max_epochs=2",
+    "logger=csv",
+    "trainer.deterministic=true",
+    "seed=7",
+]
+STEPS = 40
+TIMEOUT = 420
+
+
+def run_train(*overrides: str, env: dict[str, str] | None = None) -> str:
+    result = run_entry("train", *overrides, env=env, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 2-process run every stopped or resumed one is compared with."""
+    run_dir = tmp_path_factory.mktemp("reference") / "run"
+    run_train(*BASE, f"hydra.run.dir={run_dir}")
+    assert checkpoint(run_dir)["global_step"] == 2 * STEPS
+    return run_dir
+
+
+def checkpoint(run_dir: Path) -> dict:
+    return torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+
+
+def csv_rows(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "csv" / "metrics.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def assert_same_as(run_dir: Path, reference: Path, csv_log: bool = True, exact_loss: bool = True):
+    """Bit-identical weights and metrics (and CSV log). ``exact_loss=False``: the train loss
+    to float32 precision only. The example module hands the steps' losses to its loss metric
+    in one summed update per flush, and every checkpoint flushes (`metrics.PendingUpdates`):
+    a run stopped mid-epoch sums in other groups, so the last bit of `train/loss` may differ."""
+
+    def same(got: dict, want: dict) -> None:
+        if exact_loss:
+            assert got == want
+            return
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            if key == "train/loss" and value not in ("", None):
+                assert float(got[key]) == pytest.approx(float(value), rel=1e-6), key
+            else:
+                assert got[key] == value, key
+
+    same(read_metrics(run_dir), read_metrics(reference))
+    got, want = checkpoint(run_dir), checkpoint(reference)
+    assert got["global_step"] == want["global_step"]
+    for key, value in want["state_dict"].items():
+        assert torch.equal(got["state_dict"][key], value), key
+    if csv_log:
+        rows, reference_rows = csv_rows(run_dir), csv_rows(reference)
+        assert len(rows) == len(reference_rows)
+        for row, reference_row in zip(rows, reference_rows, strict=True):
+            same(row, reference_row)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("logger", ["csv", "default", "wandb"])
+def test_a_two_process_run_resumes_exactly_with_each_logger(
+    reference: Path, tmp_path: Path, logger: str
+) -> None:
+    """One epoch, then `resume=` to two: the same weights, test, val and train metrics (and
+    CSV log) as the run that asked for two epochs from the start. wandb runs offline."""
+    run_dir = tmp_path / "run"
+    env = clean_env(HOME=str(tmp_path / "home"))
+    run_train(
+        *BASE, "trainer.max_epochs=1", f"logger={logger}", f"hydra.run.dir={run_dir}", env=env
+    )
+    run_train(f"resume={run_dir}", "trainer.max_epochs=2", env=env)
+    assert_same_as(run_dir, reference, csv_log=logger != "wandb")
+    if logger != "csv":
+        assert len(list((run_dir / "wandb").glob("offline-run-*"))) == 2  # first part, resumed
+
+
+@dataclass
+class Stop:
+    when: str  # train, validation (PauseAtStep)
+    step: int
+    signum: int
+    to_group: bool  # Ctrl-C in a terminal reaches every process; `kill <pid>` one
+
+
+# 10 SIGTERM and 10 Ctrl-C (SIGINT), in the middle of epochs, at the last batch of an epoch
+# (then after its validation), in the last validation; to the main process or to all.
+CHAIN = [
+    Stop("train", 2, signal.SIGTERM, False),
+    Stop("train", 5, signal.SIGINT, True),
+    Stop("train", 9, signal.SIGTERM, True),
+    Stop("train", 13, signal.SIGINT, False),
+    Stop("train", 17, signal.SIGTERM, False),
+    Stop("train", 21, signal.SIGINT, True),
+    Stop("train", 25, signal.SIGTERM, False),
+    Stop("train", 29, signal.SIGINT, True),
+    Stop("train", 33, signal.SIGINT, False),
+    Stop("train", STEPS, signal.SIGTERM, False),
+    Stop("train", STEPS + 3, signal.SIGINT, False),
+    Stop("train", STEPS + 7, signal.SIGTERM, True),
+    Stop("train", STEPS + 11, signal.SIGINT, True),
+    Stop("train", STEPS + 15, signal.SIGTERM, False),
+    Stop("train", STEPS + 19, signal.SIGINT, False),
+    Stop("train", STEPS + 23, signal.SIGTERM, True),
+    Stop("train", STEPS + 27, signal.SIGINT, True),
+    Stop("train", STEPS + 31, signal.SIGTERM, False),
+    Stop("train", STEPS + 35, signal.SIGINT, False),
+    Stop("validation", 2 * STEPS, signal.SIGTERM, True),
+]
+
+
+def start_paused(args: list[str], marker: Path) -> subprocess.Popen[str]:
+    """Start `python train.py <args>` in a process group of its own; return once paused."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *pinned(args)],
+        cwd=ROOT,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + TIMEOUT
+    while not marker.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"the run never paused:\n{process.communicate()[0][-3000:]}")
+        time.sleep(0.1)
+    return process
+
+
+def signal_and_wait(
+    process: subprocess.Popen[str], signum: int, to_group: bool
+) -> tuple[float, str]:
+    """Send the signal; return the seconds until the run exited, and its output. Fails if any
+    process of the run is left."""
+    started = time.monotonic()
+    if to_group:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
+    try:
+        output, _ = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail(f"no exit within 120 s of {signal.Signals(signum).name}")
+    seconds = time.monotonic() - started
+    time.sleep(1)
+    with pytest.raises(ProcessLookupError):  # no process of the run is left
+        os.killpg(process.pid, 0)
+    return seconds, output
+
+
+def pause_at(stop: Stop, marker: Path) -> list[str]:
+    return [
+        "+callbacks.pause._target_=tests.machinery.fault_injection.PauseAtStep",
+        f"+callbacks.pause.step={stop.step}",
+        f"+callbacks.pause.when={stop.when}",
+        f"+callbacks.pause.marker={marker}",
+    ]
+
+
+@pytest.mark.slow
+def test_sigterm_and_ctrl_c_at_20_points_each_stop_cleanly_and_resume_exactly(
+    reference: Path, tmp_path: Path
+) -> None:
+    """One run stopped 20 times in a row and resumed after each stop: every stop exits 143 or
+    130 within seconds with the checkpoint of the step it landed on, and the run, resumed 20
+    times, ends bit-identical to the reference (the train loss to float32 precision, see
+    `assert_same_as`)."""
+    run_dir = tmp_path / "run"
+    report = []
+    for n, stop in enumerate(CHAIN):
+        marker = tmp_path / f"paused_{n}"
+        first = n == 0
+        args = [*BASE, f"hydra.run.dir={run_dir}"] if first else [f"resume={run_dir}"]
+        process = start_paused([*args, *pause_at(stop, marker)], marker)
+        seconds, output = signal_and_wait(process, stop.signum, stop.to_group)
+        report.append(
+            {
+                "signal": signal.Signals(stop.signum).name,
+                "to": "group" if stop.to_group else "main process",
+                "when": f"{stop.when} step {stop.step}",
+                "exit": process.returncode,
+                "seconds": round(seconds, 1),
+            }
+        )
+        assert process.returncode == 128 + stop.signum, output[-3000:]
+        assert "Traceback" not in output, output[-3000:]
+        assert f"python train.py resume={run_dir}" in output
+        assert checkpoint(run_dir)["global_step"] == stop.step
+    print("\n" + json.dumps(report, indent=1))
+    (tmp_path / "signal_report.json").write_text(json.dumps(report, indent=1))
+
+    run_train(f"resume={run_dir}")  # after the last stop (in the last validation): the test
+    assert_same_as(run_dir, reference, exact_loss=False)
+    assert max(entry["seconds"] for entry in report) < 60
+
+
+@pytest.mark.slow
+def test_a_second_signal_stops_at_once_with_one_line(tmp_path: Path) -> None:
+    marker = tmp_path / "paused"
+    process = start_paused(
+        [*BASE, f"hydra.run.dir={tmp_path / 'run'}", *pause_at(Stop("train", 5, 0, False), marker)],
+        marker,
+    )
+    process.send_signal(signal.SIGTERM)
+    time.sleep(0.5)  # the first is under way (saving takes seconds): the second cuts it short
+    seconds, output = signal_and_wait(process, signal.SIGTERM, False)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert seconds < 10
+    assert "Traceback" not in output
+    assert output.count("SIGTERM again: stopping now, without saving.") == 1
+
+
+@pytest.mark.slow
+def test_a_signal_during_the_test_stops_it_and_resume_tests_again(
+    reference: Path, tmp_path: Path
+) -> None:
+    """Training had finished: its metrics are kept, and `resume=` only runs the test."""
+    run_dir, marker = tmp_path / "run", tmp_path / "paused"
+    process = start_paused(
+        [*BASE, f"hydra.run.dir={run_dir}", *pause_at(Stop("test", 0, 0, False), marker)], marker
+    )
+    seconds, output = signal_and_wait(process, signal.SIGTERM, False)
+    assert process.returncode == 143 and seconds < 60, output[-3000:]
+    assert "Training had finished; the test did not." in output
+    assert f"python train.py resume={run_dir}" in output
+    kept = read_metrics(run_dir)
+    assert "train/acc" in kept and "val/acc_best" in kept and "test/acc" not in kept
+
+    run_train(f"resume={run_dir}")
+    assert_same_as(run_dir, reference)

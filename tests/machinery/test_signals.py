@@ -1,0 +1,85 @@
+"""Signals outside the training loop: between fit and test, and what the handlers do.
+
+The stops during training (one process and two) are in test_resume.py and
+test_ddp_lifecycle.py.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from my_project.machinery.reliability import signals
+
+from .helpers import ROOT, clean_env, pinned, read_metrics, run_entry
+
+RUN = ["trainer.max_epochs=1", "logger=csv", "trainer.deterministic=true", "seed=7"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_between_fit_and_test_exits_130_and_resume_runs_the_test(tmp_path: Path) -> None:
+    run_dir, marker = tmp_path / "run", tmp_path / "paused"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            *pinned(
+                [
+                    *RUN,
+                    f"hydra.run.dir={run_dir}",
+                    "+callbacks.pause._target_=tests.machinery.fault_injection.PauseAtStep",
+                    "+callbacks.pause.when=train_end",
+                    f"+callbacks.pause.marker={marker}",
+                ]
+            ),
+        ],
+        cwd=ROOT,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    while not marker.exists():
+        assert process.poll() is None, process.communicate()[0][-3000:]
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, output[-3000:]
+    assert "Traceback" not in output
+    assert "Stopped by Ctrl-C. Training had finished; the test did not." in output
+    assert f"python train.py resume={run_dir}" in output
+    fit_metrics = read_metrics(run_dir)
+    assert "train/acc" in fit_metrics and not any(k.startswith("test/") for k in fit_metrics)
+
+    result = run_entry("train", f"resume={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = read_metrics(run_dir)
+    assert "test/acc" in metrics
+    assert {k: v for k, v in metrics.items() if not k.startswith("test/")} == fit_metrics
+
+
+def test_outside_training_a_signal_stops_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing to save (building the data, evaluating): the handler raises at once."""
+    signals.install_handlers()
+    try:
+        with pytest.raises(signals.StopRequested) as stop:
+            signal.raise_signal(signal.SIGTERM)
+        assert stop.value.signum == signal.SIGTERM
+        assert signals.requested_signal() == signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def test_stop_message_says_what_is_saved_and_how_to_go_on(tmp_path: Path) -> None:
+    assert "nothing to resume" in signals.stopped_message(signal.SIGTERM, tmp_path, False)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    message = signals.stopped_message(signal.SIGINT, tmp_path, True)
+    assert message.startswith("Stopped by Ctrl-C. Training had finished; the test did not.")
+    assert f"python train.py resume={tmp_path}" in message
