@@ -11,7 +11,7 @@ import yaml
 
 from my_project.machinery.reliability.secrets import MASK, MaskedStream, mask_text
 
-from .helpers import clean_env, run_entry
+from .helpers import DOCS_STYLE, clean_env, run_entry
 
 SEVEN = "Zq9Xy7Q"  # 7 characters: too short to count as a secret by its length alone
 
@@ -57,6 +57,7 @@ def test_a_seven_character_secret_appears_nowhere_in_clear(tmp_path: Path) -> No
     run_dir = tmp_path / "run"
     result = run_entry(
         "train",
+        *DOCS_STYLE,
         "trainer.max_epochs=1",
         "logger=default",
         f"+hf_token={SEVEN}",
@@ -78,7 +79,9 @@ def test_a_short_secret_is_masked_in_hydras_record_by_its_key(tmp_path: Path) ->
     word); the run stops at a check, in a directory that existed, which keeps the record."""
     run_dir = tmp_path / "existing"
     run_dir.mkdir()
-    result = run_entry("train", "+db.password=pw1", "data.batch_size=0", f"hydra.run.dir={run_dir}")
+    result = run_entry(
+        "train", *DOCS_STYLE, "+db.password=pw1", "data.batch_size=0", f"hydra.run.dir={run_dir}"
+    )
     assert result.returncode == 2
     assert "pw1" not in result.stderr
     for name in ("overrides.yaml", "hydra.yaml", "config.yaml"):

@@ -16,9 +16,9 @@ import pytest
 
 from my_project.machinery.reliability import signals
 
-from .helpers import ROOT, clean_env, pinned, read_metrics, run_entry
+from .helpers import DOCS_STYLE, ROOT, clean_env, pinned, read_metrics, run_entry
 
-RUN = ["trainer.max_epochs=1", "logger=csv", "trainer.deterministic=true", "seed=7"]
+RUN = [*DOCS_STYLE, "trainer.max_epochs=1", "logger=csv", "trainer.deterministic=true", "seed=7"]
 
 
 @pytest.mark.slow
@@ -54,13 +54,13 @@ def test_ctrl_c_between_fit_and_test_exits_130_and_resume_runs_the_test(tmp_path
     assert "Stopped by Ctrl-C. Training had finished; the test did not." in output
     assert f"python train.py resume={run_dir}" in output
     fit_metrics = read_metrics(run_dir)
-    assert "train/acc" in fit_metrics and not any(k.startswith("test/") for k in fit_metrics)
+    assert "train_acc_epoch" in fit_metrics and not any(k.startswith("test") for k in fit_metrics)
 
     result = run_entry("train", f"resume={run_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = read_metrics(run_dir)
-    assert "test/acc" in metrics
-    assert {k: v for k, v in metrics.items() if not k.startswith("test/")} == fit_metrics
+    assert "test_acc" in metrics
+    assert {k: v for k, v in metrics.items() if not k.startswith("test")} == fit_metrics
 
 
 def test_outside_training_a_signal_stops_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

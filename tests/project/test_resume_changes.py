@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from .helpers import read_metrics, run_entry
+from ..machinery.helpers import read_metrics, run_entry
 
 RUN = [
     "logger=csv",

@@ -1,4 +1,5 @@
-"""The bad-input table: every mistake below is one paragraph on stderr, exit status 2, no
+"""The bad-input table, as a user of this project meets it (its configs: the examples' options
+and keys): every mistake below is one paragraph on stderr, exit status 2, no
 traceback, and nothing written (no new directory under the log folder).
 
 The table runs each case through the entry point's own `main` in this process, with the
@@ -20,7 +21,7 @@ import torch
 
 from my_project.machinery.run import evaluate, train
 
-from .helpers import clean_env, pinned, run_entry
+from ..machinery.helpers import clean_env, pinned, run_entry
 
 SECRET = "Zq9Xy7Q"  # 7 characters: short secrets are masked by their key's name
 
@@ -36,7 +37,7 @@ CASES: list[tuple[str, str, str, str]] = [
     ("unknown search", "train", "-m hparams_search=mpl", "Did you mean `hparams_search=mlp`?"),
     ("unknown debug option", "train", "debug=default", "the config group `debug` has no option"),
     ("unknown net", "train", "model/net=transformer", "Its options: cnn, mlp"),
-    ("unknown data", "train", "data=imagenet", "Its options: digits, mnist, synthetic"),
+    ("unknown data", "train", "data=imagenet", "Its options: diabetes, digits, mnist, synthetic"),
     ("unknown logger", "train", "logger=wandbb", "Did you mean `logger=wandb`?"),
     (
         "misspelt group",
@@ -322,7 +323,7 @@ def test_a_config_that_validates_nothing_warns_what_the_checkpoints_keep(
 
     from my_project.machinery.preflight.values import nothing_validated_warning
 
-    from .helpers import compose_config
+    from ..machinery.helpers import compose_config
 
     cfg = compose_config(["data.val_fraction=0"], places["tmp"])
     warning = nothing_validated_warning(cfg)

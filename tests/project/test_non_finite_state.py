@@ -1,4 +1,4 @@
-"""A learning rate so high that AdamW's state overflows before the loss does: no checkpoint
+"""The example's AdamW, at a learning rate so high that its state overflows before the loss does: no checkpoint
 holds that state, and a resume with a lower learning rate goes on from the one kept."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from .helpers import run_entry
+from ..machinery.helpers import run_entry
 
 
 def all_finite(data: object) -> bool:
