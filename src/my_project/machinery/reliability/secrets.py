@@ -173,8 +173,10 @@ def protect_run_secrets(cfg: Any) -> None:
     hydra_cfg = HydraConfig.get()
     values += secret_override_values(hydra_cfg.overrides.task)
     register_secret_values(values)
-    if hydra_cfg.output_subdir is not None:
-        mask_files(Path(hydra_cfg.runtime.output_dir) / hydra_cfg.output_subdir)
+    # A config composed outside a Hydra job (tests, notebooks) has no output directory.
+    output_dir = OmegaConf.select(hydra_cfg, "runtime.output_dir", default=None)
+    if hydra_cfg.output_subdir is not None and output_dir is not None:
+        mask_files(Path(output_dir) / hydra_cfg.output_subdir)
 
 
 @contextmanager

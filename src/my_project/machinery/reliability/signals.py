@@ -164,6 +164,7 @@ class StopTogether(Callback):
             self._decide(trainer)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        _settle_epoch_metrics(trainer)
         self._decide(trainer)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -203,6 +204,19 @@ class StopTogether(Callback):
             return  # nothing left to stop: training ends, and the test will not start
         trainer._signal_connector.received_sigterm = True  # Lightning's "stop between batches"
         _detach_launched(trainer)
+
+
+def _settle_epoch_metrics(trainer: Trainer) -> None:
+    """Compute the epoch's logged metrics on every process before a collective of ours.
+
+    Lightning's progress bar computes them on rank 0 alone, in its own ``on_train_epoch_end``
+    (a torchmetrics object logged ``on_epoch`` syncs across processes when computed); the other
+    processes compute them later. A collective of ours in between would meet that sync on
+    rank 0 and hang. Computing them here first pairs rank 0's sync with everyone else's (the
+    values are cached: no process computes them twice).
+    """
+    if trainer.world_size > 1 and trainer._results is not None:
+        _ = trainer._logger_connector.metrics
 
 
 def _training_ends_here(trainer: Trainer) -> bool:
