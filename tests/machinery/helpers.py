@@ -25,13 +25,20 @@ CONFIG_DIR = config_dir()
 ON_CPU = ["trainer=cpu"]
 # Small and fast: a few epochs, no wandb unless a test asks for it.
 FAST = ["trainer.max_epochs=2", "logger=csv"]
+# The environment variables of configs/paths/default.yaml, named after the package (so no
+# line holds the package's name: a generated project's may be 80 characters long).
+PACKAGE = config_dir.__module__.split(".")[0]
+LOG_DIR_VAR, DATA_DIR_VAR = f"{PACKAGE.upper()}_LOG_DIR", f"{PACKAGE.upper()}_DATA_DIR"
 
 
 def pinned(overrides: list[str] | tuple[str, ...]) -> list[str]:
     """``overrides`` after `ON_CPU`, unless they pick a trainer preset themselves."""
     if any(o.lstrip("+~").startswith("trainer=") for o in overrides):
         return list(overrides)
-    return [*ON_CPU, *overrides]
+    # After Hydra's flags (`-m`, `--cfg job`), before the first override: argparse takes the
+    # overrides as one run of positional arguments.
+    at = next((i for i, o in enumerate(overrides) if "=" in o), len(overrides))
+    return [*overrides[:at], *ON_CPU, *overrides[at:]]
 
 
 def compose_config(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import ON_CPU, ROOT, clean_env, read_metrics, run_entry
+from .helpers import LOG_DIR_VAR, ON_CPU, ROOT, clean_env, read_metrics, run_entry
 
 # 1797 digits * 0.151 = 271 test images: not divisible by 2 ranks. With a batch of 45,
 # rank 0 gets 136 images in 4 batches and rank 1 gets 135 in 3.
@@ -36,7 +36,7 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "trainer.devices=2",
         "trainer.max_epochs=2",
         *ODD_TEST_SET,
-        env=clean_env(MY_PROJECT_LOG_DIR=str(log_dir)),
+        env=clean_env(**{LOG_DIR_VAR: str(log_dir)}),
         timeout=420,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -103,7 +103,7 @@ def test_torchrun_on_cpu_makes_one_run_directory(tmp_path: Path) -> None:
             "callbacks=none",
         ],
         cwd=ROOT,
-        env=clean_env(MY_PROJECT_LOG_DIR=str(tmp_path)),
+        env=clean_env(**{LOG_DIR_VAR: str(tmp_path)}),
         capture_output=True,
         text=True,
         timeout=420,
@@ -125,7 +125,7 @@ def test_multirun_with_two_devices_runs_each_job_as_one_ddp_run(tmp_path: Path) 
         "model.lr=0.003,0.02",
         "logger=csv",
         "callbacks=none",
-        env=clean_env(MY_PROJECT_LOG_DIR=str(tmp_path)),
+        env=clean_env(**{LOG_DIR_VAR: str(tmp_path)}),
         timeout=600,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

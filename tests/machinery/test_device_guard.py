@@ -341,7 +341,7 @@ def test_template_trains_with_the_guard_on(
 
 def test_default_callbacks_include_the_strict_guard(tmp_path: Path) -> None:
     guard = compose_config([], tmp_path).callbacks.device_guard
-    assert guard._target_ == "my_project.machinery.callbacks.device_guard.DeviceGuard"
+    assert guard._target_ == f"{DeviceGuard.__module__}.DeviceGuard"
     assert guard.strict is True
     assert compose_config([], tmp_path, config_name="eval").callbacks.device_guard.strict
     assert "device_guard" not in compose_config(["~callbacks.device_guard"], tmp_path).callbacks
