@@ -85,20 +85,10 @@ def is_template_only(path: str) -> bool:
 def _git_listing(root: Path) -> list[str]:
     """What git would commit from `root` (tracked, and untracked but not ignored); [] when
     `root` is not in a git checkout."""
+    listing = ("ls-files", "-z", "--cached", "--others", "--exclude-standard")
     try:
         out = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(root),
-                "ls-files",
-                "-z",
-                "--cached",
-                "--others",
-                "--exclude-standard",
-            ],
-            capture_output=True,
-            check=True,
+            ["git", "-C", str(root), *listing], capture_output=True, check=True
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         return []
@@ -238,21 +228,13 @@ def _trainer_problems(accelerator: str | None, devices: str, strategy: str | Non
     """Trainer defaults that cannot run on any machine. Those that need hardware (gpu, mps, -1)
     are the project's to refuse at run time, naming `trainer=cpu`, where the hardware lacks."""
     if not (devices in ("auto", "-1") or re.fullmatch(r"[1-9][0-9]*", devices)):
-        return [
-            f"devices={devices!r} is no device count: give a number (1, 2, ...), -1 for every GPU, or auto."
-        ]
+        return [f"devices={devices!r} is no device count: give 1, 2, ..., -1 (every GPU) or auto."]
     if accelerator == "mps" and devices not in ("1", "auto", "-1"):
-        return [
-            f"accelerator=mps with devices={devices}: Apple silicon is one device; choose devices=1."
-        ]
+        return [f"accelerator=mps with devices={devices}: MPS is one device; choose devices=1."]
     if accelerator == "mps" and strategy == "ddp":
-        return [
-            "accelerator=mps with strategy=ddp: Lightning runs no DDP on MPS; choose strategy=auto."
-        ]
+        return ["accelerator=mps with strategy=ddp: Lightning has no DDP on MPS; choose auto."]
     if accelerator == "cpu" and devices == "-1":
-        return [
-            "accelerator=cpu with devices=-1: -1 means every GPU; choose devices=1 (or 2 CPU processes)."
-        ]
+        return ["accelerator=cpu with devices=-1: -1 means every GPU; choose a number, e.g. 1."]
     return []
 
 

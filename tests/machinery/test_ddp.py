@@ -35,6 +35,7 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "train",
         "trainer.devices=2",
         "trainer.max_epochs=2",
+        "logger=default",  # CSV and wandb, whatever the project's default logger
         *ODD_TEST_SET,
         env=clean_env(**{LOG_DIR_VAR: str(log_dir)}),
         timeout=420,

@@ -30,21 +30,21 @@ from .conftest import ROOT, run_cookiecutter_cli
             "project_slug='Acme Vision' is no folder name",
         ),
         ({"project_name": "!!!"}, "project_name='!!!' has no letters or digits"),
-        ({"devices": "two"}, "devices='two' is no device count: give a number"),
-        ({"devices": "0"}, "-1 for every GPU, or auto"),
+        ({"devices": "two"}, "devices='two' is no device count: give 1, 2, ..."),
+        ({"devices": "0"}, "-1 (every GPU) or auto"),
         ({"author_email": "nobody"}, "author_email='nobody' is no email address"),
         ({"description": "two\nlines"}, "description='two\\nlines' must be one line"),
         (
             {"accelerator": "mps", "devices": "2"},
-            "accelerator=mps with devices=2: Apple silicon is one device; choose devices=1.",
+            "accelerator=mps with devices=2: MPS is one device; choose devices=1.",
         ),
         (
             {"accelerator": "mps", "strategy": "ddp"},
-            "accelerator=mps with strategy=ddp: Lightning runs no DDP on MPS; choose strategy=auto.",
+            "accelerator=mps with strategy=ddp: Lightning has no DDP on MPS; choose auto.",
         ),
         (
             {"accelerator": "cpu", "devices": "-1"},
-            "accelerator=cpu with devices=-1: -1 means every GPU; choose devices=1",
+            "accelerator=cpu with devices=-1: -1 means every GPU; choose a number, e.g. 1.",
         ),
     ],
 )
@@ -93,7 +93,7 @@ def test_an_answer_that_never_runs_is_one_line_on_the_command_line(
     result = run_cookiecutter_cli(str(ROOT), out, cc_config, "accelerator=mps", "devices=2")
     assert result.returncode != 0
     assert result.stderr.strip().splitlines() == [
-        "ERROR: accelerator=mps with devices=2: Apple silicon is one device; choose devices=1."
+        "ERROR: accelerator=mps with devices=2: MPS is one device; choose devices=1."
     ]
     assert list(out.iterdir()) == []
 
