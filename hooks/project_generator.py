@@ -36,8 +36,11 @@ from pathlib import Path
 TEMPLATE_ONLY = ("cookiecutter.json", "hooks/", "{{cookiecutter.project_slug}}/", "tests/template/")
 CI_WORKFLOW = ".github/workflows/ci.yml"
 DEFAULT_NAMES = ("my_project", "my-project", "My Project", "MY_PROJECT")
+# Lines only the template has: from a comment line `template-only:start` (Markdown's `<!-- -->`
+# or a `#` comment) to one `template-only:end`, and a blank line after.
 TEMPLATE_BLOCK = re.compile(
-    r"^[^\n]*template-only:start[^\n]*\n.*?^[^\n]*template-only:end[^\n]*\n(?:[ \t]*\n)?",
+    r"^[ \t]*(?:<!--|#)[ \t]*template-only:start\b.*?\n"
+    r".*?^[ \t]*(?:<!--|#)[ \t]*template-only:end\b.*?\n(?:[ \t]*\n)?",
     re.MULTILINE | re.DOTALL,
 )
 # A one-line `from a.b import c, d` (no parentheses, no comment): what step 3 may wrap.

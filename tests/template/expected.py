@@ -75,14 +75,15 @@ def _expected_paths(names: tuple[str, str, str], ci_workflow: bool) -> frozenset
 
 
 def without_template_blocks(text: str, markdown: bool = False) -> str:
-    """A file minus its template-only blocks: from a line holding `template-only:start` to
-    one holding `template-only:end`, and the blank line after. A Markdown file ends with one
+    """A file minus its template-only blocks: from a comment line `template-only:start` to one
+    `template-only:end`, and the blank line after. A Markdown file ends with one
     newline even when its last block went."""
     keep: list[str] = []
     inside = skip_blank = False
     for line in text.splitlines(keepends=True):
-        if "template-only:start" in line or "template-only:end" in line:
-            inside = "template-only:start" in line
+        marker = re.match(r"\s*(?:<!--|#)\s*template-only:(start|end)\b", line)
+        if marker:
+            inside = marker.group(1) == "start"
             skip_blank = not inside
             continue
         if inside or (skip_blank and not line.strip()):
