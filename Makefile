@@ -3,7 +3,7 @@
 PYTHON ?= python
 ARGS ?=
 
-.PHONY: help install hooks train test test-fast lint format bench clean
+.PHONY: help install hooks train test test-fast lint format bench update clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -35,6 +35,15 @@ format:  ## let ruff fix what it can and format the code
 
 bench:  ## the speed benchmarks (they print ratios, they do not fail)
 	$(PYTHON) -m my_project.machinery.bench $(ARGS)
+
+update:  ## the template's changes (cruft update); fails naming the files to merge by hand
+	@$(PYTHON) -c "import cruft" 2>/dev/null || { echo "make update runs cruft: pip install cruft"; exit 2; }
+	$(PYTHON) -m cruft update --skip-apply-ask $(ARGS)
+	@left="$$(git diff --name-only --diff-filter=U; git ls-files --others --exclude-standard '*.rej')"; \
+	if [ -n "$$left" ]; then \
+		echo "make update: merge these by hand (conflict markers, or a .rej file of the rejected change):"; \
+		echo "$$left" | sed 's/^/  /'; exit 1; \
+	fi
 
 clean:  ## caches and build outputs (runs under logs/ are kept)
 	rm -rf build dist .mypy_cache .ruff_cache .pytest_cache

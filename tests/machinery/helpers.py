@@ -34,6 +34,10 @@ SEARCH_MACHINERY_CONFIGS = f"hydra.searchpath=['file://{MACHINERY_CONFIGS}']"
 DOCS_STYLE = [SEARCH_MACHINERY_CONFIGS, "experiment=docs_style"]  # train.py
 # eval.py and predict.py (their configs have no `experiment` group, nor `monitor`)
 DOCS_STYLE_EVAL = [SEARCH_MACHINERY_CONFIGS, "model=docs_style", "data=docs_style"]
+# The environment variables of configs/paths/default.yaml, named after the package (so no
+# line holds the package's name: a generated project's may be 80 characters long).
+PACKAGE = config_dir.__module__.split(".")[0]
+LOG_DIR_VAR, DATA_DIR_VAR = f"{PACKAGE.upper()}_LOG_DIR", f"{PACKAGE.upper()}_DATA_DIR"
 
 
 def pinned(overrides: list[str] | tuple[str, ...]) -> list[str]:
@@ -41,8 +45,10 @@ def pinned(overrides: list[str] | tuple[str, ...]) -> list[str]:
     trainer preset themselves."""
     if any(o.lstrip("+~").startswith("trainer=") for o in overrides):
         return list(overrides)
-    flags = [o for o in overrides if o.startswith("-")]
-    return [*flags, *ON_CPU, *(o for o in overrides if not o.startswith("-"))]
+    # After Hydra's flags (`-m`, `--cfg job`), before the first override: argparse takes the
+    # overrides as one run of positional arguments.
+    at = next((i for i, o in enumerate(overrides) if "=" in o), len(overrides))
+    return [*overrides[:at], *ON_CPU, *overrides[at:]]
 
 
 def compose_config(

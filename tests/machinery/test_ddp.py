@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, ON_CPU, ROOT, clean_env, read_metrics, run_entry
+from .helpers import (
+    DOCS_STYLE,
+    DOCS_STYLE_EVAL,
+    LOG_DIR_VAR,
+    ON_CPU,
+    ROOT,
+    clean_env,
+    read_metrics,
+    run_entry,
+)
 
 # 89 test samples (a prime: no number of ranks divides it). With a batch of 32, rank 0 gets 45
 # in 2 batches and rank 1 gets 44; a padding sampler would score 90, one of them twice.
@@ -37,7 +46,8 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "trainer.devices=2",
         "trainer.max_epochs=2",
         f"data.test_size={N_TEST}",
-        env=clean_env(MY_PROJECT_LOG_DIR=str(log_dir)),
+        "logger=default",  # CSV and wandb, whatever the project's default logger
+        env=clean_env(**{LOG_DIR_VAR: str(log_dir)}),
         timeout=420,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -105,7 +115,7 @@ def test_torchrun_on_cpu_makes_one_run_directory(tmp_path: Path) -> None:
             "callbacks=none",
         ],
         cwd=ROOT,
-        env=clean_env(MY_PROJECT_LOG_DIR=str(tmp_path)),
+        env=clean_env(**{LOG_DIR_VAR: str(tmp_path)}),
         capture_output=True,
         text=True,
         timeout=420,
@@ -130,7 +140,7 @@ def test_multirun_with_two_devices_runs_each_job_as_one_ddp_run(tmp_path: Path) 
         "model.lr=0.003,0.02",
         "logger=csv",
         "callbacks=none",
-        env=clean_env(MY_PROJECT_LOG_DIR=str(tmp_path)),
+        env=clean_env(**{LOG_DIR_VAR: str(tmp_path)}),
         timeout=600,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

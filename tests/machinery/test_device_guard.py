@@ -335,7 +335,7 @@ def test_docs_style_module_trains_with_the_guard_on(caplog: pytest.LogCaptureFix
 
 def test_default_callbacks_include_the_strict_guard(tmp_path: Path) -> None:
     guard = compose_config(DOCS_STYLE, tmp_path).callbacks.device_guard
-    assert guard._target_ == "my_project.machinery.callbacks.device_guard.DeviceGuard"
+    assert guard._target_ == f"{DeviceGuard.__module__}.DeviceGuard"
     assert guard.strict is True
     eval_cfg = compose_config(DOCS_STYLE[:1], tmp_path, config_name="eval")
     assert eval_cfg.callbacks.device_guard.strict

@@ -16,9 +16,9 @@ from my_project.machinery.devices.choice import DeviceChoice
 from my_project.machinery.doctor import explain, plan_devices
 from my_project.machinery.errors import UserError
 
-from .helpers import DOCS_STYLE, ROOT, clean_env, compose_config, run_entry
+from .helpers import DOCS_STYLE, LOG_DIR_VAR, ROOT, clean_env, compose_config, pinned, run_entry
 
-DOCTOR = [sys.executable, "-m", "my_project.machinery.doctor"]
+DOCTOR = [sys.executable, "-m", explain.__module__]
 # Tiny runs; on a machine with GPUs, `trainer.devices=2` stays a 2-process CPU run.
 TINY = ["trainer.max_epochs=1", "logger=csv"]
 ON_CPU = ["trainer.accelerator=cpu"] if torch.cuda.is_available() else []
@@ -27,7 +27,7 @@ SETTINGS = ("accelerator", "devices", "strategy", "num_nodes", "precision", "pro
 
 def quiet_env(log_dir: Path) -> dict[str, str]:
     """Runs log under log_dir; the console is wide enough that no row or sentence wraps."""
-    return clean_env(COLUMNS="250", MY_PROJECT_LOG_DIR=str(log_dir))
+    return clean_env(COLUMNS="250", **{LOG_DIR_VAR: str(log_dir)})
 
 
 def run_doctor(*overrides: str, log_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -55,7 +55,7 @@ def plan_rows(stdout: str) -> dict[str, str]:
 def report_then_train(overrides: list[str], tmp_path: Path) -> tuple[dict[str, str], str, dict]:
     """Run the doctor, then train.py with the same overrides; the plan, the why, the record."""
     run_dir = tmp_path / "run"
-    args = [*DOCS_STYLE, *overrides, *TINY, f"hydra.run.dir={run_dir}"]
+    args = pinned([*DOCS_STYLE, *overrides, *TINY, f"hydra.run.dir={run_dir}"])  # the same for both
     report = run_doctor(*args, log_dir=tmp_path / "logs")
     assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-3000:]
     assert not run_dir.exists() and not (tmp_path / "logs").exists(), "the doctor wrote files"
@@ -81,7 +81,7 @@ def assert_plan_matches_record(plan: dict[str, str], record: dict) -> None:
 
 @pytest.mark.slow
 def test_report_of_the_default_config_is_what_train_records(tmp_path: Path) -> None:
-    plan, why, record = report_then_train([], tmp_path)
+    plan, why, record = report_then_train(["trainer=cpu", "trainer.accelerator=auto"], tmp_path)
     assert_plan_matches_record(plan, record)
     if not torch.cuda.is_available() and not torch.backends.mps.is_available():
         assert plan["accelerator"] == "cpu" and plan["strategy"] == "SingleDeviceStrategy"

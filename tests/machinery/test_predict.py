@@ -17,7 +17,7 @@ from my_project.machinery.errors import UserError
 from my_project.machinery.run.predict import load_inputs, prediction_columns
 
 from .docs_style import LitClassifier, LitDataModule
-from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, FAST, ROOT, clean_env, run_entry
+from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, FAST, LOG_DIR_VAR, ROOT, clean_env, run_entry
 
 
 class WithItsOwnPredictStep(LitClassifier):
@@ -59,7 +59,7 @@ def test_a_module_without_predict_step_gets_the_inputs_as_readme_writes_it(
         "predict",
         *DOCS_STYLE_EVAL,
         f"ckpt_path={checkpoint}",
-        env=clean_env(MY_PROJECT_LOG_DIR=str(tmp_path)),
+        env=clean_env(**{LOG_DIR_VAR: str(tmp_path)}),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (csv_path,) = (tmp_path / "predict" / "runs").glob("*/predictions.csv")

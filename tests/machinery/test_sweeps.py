@@ -18,7 +18,16 @@ import yaml
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from .helpers import DOCS_STYLE, MACHINERY_CONFIGS, ROOT, clean_env, pinned, read_metrics, run_entry
+from .helpers import (
+    DOCS_STYLE,
+    LOG_DIR_VAR,
+    MACHINERY_CONFIGS,
+    ROOT,
+    clean_env,
+    pinned,
+    read_metrics,
+    run_entry,
+)
 from .wandb_run import offline_runs, read_wandb_run
 
 COMPLETE, PRUNED, FAIL = TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL
@@ -219,7 +228,7 @@ def test_search_with_ddp_trials_runs_each_trial_once_and_prunes_on_every_rank(
         "hydra.sweeper.pruner.n_startup_trials=1",
         "hydra.sweeper.pruner.n_warmup_steps=0",
         f"hydra.sweep.dir={sweep}",
-        env=clean_env(MY_PROJECT_LOG_DIR=str(logs)),
+        env=clean_env(**{LOG_DIR_VAR: str(logs)}),
         timeout=290,
     )
     elapsed = time.monotonic() - started

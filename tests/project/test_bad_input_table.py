@@ -21,7 +21,7 @@ import torch
 
 from my_project.machinery.run import evaluate, train
 
-from ..machinery.helpers import clean_env, pinned, run_entry
+from ..machinery.helpers import LOG_DIR_VAR, clean_env, pinned, run_entry
 
 SECRET = "Zq9Xy7Q"  # 7 characters: short secrets are masked by their key's name
 
@@ -220,7 +220,7 @@ def run_in_process(
 ) -> tuple[int, str]:
     """`python <script>.py <args>` through the entry point's `main`, in this process: exit
     status and stderr."""
-    monkeypatch.setenv("MY_PROJECT_LOG_DIR", str(log_dir))
+    monkeypatch.setenv(LOG_DIR_VAR, str(log_dir))
     monkeypatch.setattr(sys, "argv", [f"{script}.py", *pinned(args)])
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -282,7 +282,7 @@ def test_bad_input_from_a_real_command_line(
     script: str, case: str, expected: str, places: dict[str, Path]
 ) -> None:
     result = run_entry(
-        script, *overrides(case, places), env=clean_env(MY_PROJECT_LOG_DIR=str(places["logs"]))
+        script, *overrides(case, places), env=clean_env(**{LOG_DIR_VAR: str(places["logs"])})
     )
     assert_one_paragraph_error(result.returncode, result.stderr, expected)
     assert not places["logs"].exists(), sorted(places["logs"].rglob("*"))

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ..machinery.helpers import CONFIG_DIR, ROOT, clean_env, read_metrics, run_entry
+from ..machinery.helpers import (
+    CONFIG_DIR,
+    DATA_DIR_VAR,
+    ROOT,
+    clean_env,
+    read_metrics,
+    run_entry,
+)
 from .test_data_mnist import write_fake_mnist
 
 EXPERIMENTS = sorted(path.stem for path in (CONFIG_DIR / "experiment").glob("*.yaml"))
@@ -33,7 +40,7 @@ def test_experiment_runs_one_fast_dev_run_step(name: str, tmp_path: Path) -> Non
         f"experiment={name}",
         "debug=fdr",
         f"hydra.run.dir={run_dir}",
-        env=clean_env(MY_PROJECT_DATA_DIR=str(data_dir)),
+        env=clean_env(**{DATA_DIR_VAR: str(data_dir)}),
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]

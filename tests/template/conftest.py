@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -69,9 +70,10 @@ def run_cookiecutter_cli(
     )
 
 
-def snapshot_repo(dest: Path, edit: Callable[[Path], None] | None = None) -> Path:
+def snapshot_repo(dest: Path, edit: Callable[[Path], None] | None = None, subdir: str = "") -> Path:
     """A git repository holding what this checkout would commit (tracked and untracked files,
-    not ignored ones), committed: the template as users clone it."""
+    not ignored ones), committed: the template as users clone it. `subdir`: the template in
+    that folder of the repository (`cookiecutter --directory`)."""
     listing = subprocess.run(
         ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         capture_output=True,
@@ -79,10 +81,10 @@ def snapshot_repo(dest: Path, edit: Callable[[Path], None] | None = None) -> Pat
     ).stdout.decode()
     for rel in filter(None, listing.split("\0")):
         if (ROOT / rel).is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, dest / rel)
+            (dest / subdir / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, dest / subdir / rel)
     if edit:
-        edit(dest)
+        edit(dest / subdir)
     git(dest, "init", "-q", "-b", "main")
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-m", "template")
@@ -97,3 +99,63 @@ def git(repo: Path, *args: str) -> str:
         text=True,
         check=True,
     ).stdout
+
+
+# Python without /proc, as on macOS and Windows: every path under /proc is missing.
+_NO_PROC = """import builtins, io, os
+
+
+def _guard(call):
+    def guarded(*args, **kwargs):
+        path = args[0] if args else kwargs.get("path", kwargs.get("file", ""))
+        if isinstance(path, (str, bytes, os.PathLike)) and os.fsdecode(path).startswith("/proc"):
+            raise FileNotFoundError(2, "no /proc on this system", os.fsdecode(path))
+        return call(*args, **kwargs)
+
+    return guarded
+
+
+for name in ("readlink", "stat", "lstat", "listdir", "scandir", "open"):
+    setattr(os, name, _guard(getattr(os, name)))
+io.open = builtins.open = _guard(io.open)
+"""
+
+
+def without_proc_or_pwd(tmp: Path) -> dict[str, str]:
+    """The environment of a run where Python (cookiecutter, cruft, and the hooks they start)
+    sees no /proc and the shell left no PWD."""
+    site = tmp / "no-proc-site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(_NO_PROC)
+    env = subprocess_env(PYTHONPATH=str(site))
+    env.pop("PWD", None)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, pathlib; pathlib.Path('/proc/self/cwd').resolve(strict=True)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert probe.returncode != 0 and "no /proc" in probe.stderr, "the simulation leaks /proc"
+    return env
+
+
+def layered_venv(path: Path) -> Path:
+    """A virtual environment that sees the current one's packages (torch is not installed
+    again), so projects install there without touching the current environment."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    python = path / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    parents = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    (Path(site) / "_parent_environment.pth").write_text(
+        "".join(f"import site; site.addsitedir({p!r})\n" for p in parents)
+    )
+    return python

@@ -74,18 +74,22 @@ def _expected_paths(names: tuple[str, str, str], ci_workflow: bool) -> frozenset
     return frozenset(paths)
 
 
-def without_template_blocks(markdown: str) -> str:
-    """The README minus its template-only blocks (markers included) and the blank line after."""
+def without_template_blocks(text: str, markdown: bool = False) -> str:
+    """A file minus its template-only blocks: from a comment line `template-only:start` to one
+    `template-only:end`, and the blank line after. A Markdown file ends with one
+    newline even when its last block went."""
     keep: list[str] = []
     inside = skip_blank = False
-    for line in markdown.splitlines(keepends=True):
-        marker = line.strip()
-        if marker in ("<!-- template-only:start -->", "<!-- template-only:end -->"):
-            inside, skip_blank = marker.endswith("start -->"), marker.endswith("end -->")
+    for line in text.splitlines(keepends=True):
+        marker = re.match(r"\s*(?:<!--|#)\s*template-only:(start|end)\b", line)
+        if marker:
+            inside = marker.group(1) == "start"
+            skip_blank = not inside
             continue
-        if inside or (skip_blank and not marker):
+        if inside or (skip_blank and not line.strip()):
             skip_blank = False
             continue
         skip_blank = False
         keep.append(line)
-    return "".join(keep).rstrip("\n") + "\n"
+    kept = "".join(keep)
+    return kept.rstrip("\n") + "\n" if markdown and kept != text else kept

@@ -1,68 +1,96 @@
-"""Generated projects as their users get them: installed, run, linted, and passing their own tests."""
+"""Generated projects as their users get them: installed, run, and passing their own tests.
+
+Four projects that together take every accelerator, strategy, precision and logger, devices
+2 and -1, and a name of 80 characters, each run their own quick suite (`make test-fast`) in
+one environment that sees this one's packages: the promise that every answer gives a project
+whose own tests and CI pass, on a CPU-only machine as CI is."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import sysconfig
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import ROOT, run_cookiecutter_cli, subprocess_env
+from .conftest import ROOT, layered_venv, run_cookiecutter_cli, subprocess_env
 from .expected import CHOICES
+from .test_generation import LONG_NAME
 
-# Representative answers. The trainer defaults (accelerator, devices, strategy) stay the root's
-# here: the projects' own tests/test_configs.py asserts them (see the integration notes).
-INSTALLED = {
-    "acme-vision": ["project_name=Acme Vision"],  # the issue's "done when": all defaults
-    "deep-sea-survey": [
+SUITES = {
+    "deep-sea-survey": [  # the package name given; CI workflow left out
         "project_name=Deep Sea Survey",
         "package_name=sea_survey",
         "author_name=Ann O'Neil",
         'description=Counts "fish" in sonar images',
         "license=Apache-2.0",
         "python_version=3.11",
-        "precision=bf16-mixed",
+        *("accelerator=cpu", "strategy=ddp", "precision=32-true", "devices=2"),
         "logger=tensorboard",
         "ci_workflow=no",
+    ],
+    "gpu-vision": [
+        "project_name=GPU Vision",
+        *("accelerator=gpu", "strategy=dp", "precision=16-mixed", "devices=-1"),
+        "logger=csv",
+    ],
+    "apple-vision": [
+        "project_name=Apple Vision",
+        *("accelerator=mps", "strategy=auto", "precision=32-true", "devices=auto"),
+        "logger=wandb",
+    ],
+    LONG_NAME.lower().replace(" ", "-"): [
+        f"project_name={LONG_NAME}",
+        *("accelerator=auto", "strategy=auto", "precision=bf16-mixed", "devices=1"),
+        "license=proprietary",  # python_version: at most the Python that runs these tests
     ],
 }
 
 
-def layered_venv(path: Path) -> Path:
-    """A virtual environment that sees the current one's packages (torch is not installed
-    again), so the project installs there without touching the current environment."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
-    python = path / "bin" / "python"
-    site = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    parents = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
-    (Path(site) / "_parent_environment.pth").write_text(
-        "".join(f"import site; site.addsitedir({p!r})\n" for p in parents)
-    )
-    return python
+def test_the_suites_cover_every_trainer_and_logger_answer() -> None:
+    answers = [dict(a.split("=", 1) for a in suite) for suite in SUITES.values()]
+    for key in ("accelerator", "strategy", "precision", "logger"):
+        assert {a.get(key, CHOICES[key][0]) for a in answers} == set(CHOICES[key]), key
+    assert {"2", "-1"} <= {a["devices"] for a in answers}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The four projects, generated and installed (editable, no dependencies) into one
+    environment layered on this one."""
+    base = tmp_path_factory.mktemp("suites")
+    config = base / "cookiecutter-config.yaml"
+    config.write_text(f"cookiecutters_dir: {base / 'cc'}\nreplay_dir: {base / 'replay'}\n")
+    python = layered_venv(base / "venv")
+    for slug, answers in SUITES.items():
+        made = run_cookiecutter_cli(str(ROOT), base, config, *answers)
+        assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+        install = subprocess.run(
+            [python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", "."],
+            cwd=base / slug,
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert install.returncode == 0, install.stderr[-3000:]
+    return base, python
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("slug", list(INSTALLED))
-def test_generated_project_installs_and_passes_its_own_quick_tests(
-    tmp_path: Path, cc_config: Path, slug: str
+@pytest.mark.parametrize("slug", list(SUITES))
+def test_generated_project_passes_its_own_quick_tests(
+    installed: tuple[Path, Path], slug: str
 ) -> None:
-    made = run_cookiecutter_cli(str(ROOT), tmp_path / "OUT", cc_config, *INSTALLED[slug])
-    assert made.returncode == 0, made.stderr[-3000:]
-    project = tmp_path / "OUT" / slug
+    base, python = installed
+    project = base / slug
     # src/ holds the package and hydra_plugins/ (the project's Optuna sweeper)
     package = next(p.name for p in (project / "src").iterdir() if p.name != "hydra_plugins")
-    python = layered_venv(tmp_path / "venv")
     env = subprocess_env()
 
-    def run(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def run(*args: str | Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(a) for a in args],
             cwd=project,
@@ -72,43 +100,17 @@ def test_generated_project_installs_and_passes_its_own_quick_tests(
             timeout=timeout,
         )
 
-    install = run(
-        python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", "."
-    )
-    assert install.returncode == 0, install.stderr[-3000:]
     where = run(python, "-c", f"import {package}; print({package}.__file__)")
     assert where.stdout.strip() == str(project / "src" / package / "__init__.py")
-    script = run(tmp_path / "venv" / "bin" / f"{slug}-train", "--help")
+    script = run(python.parent / f"{slug}-train", "--help")
     assert script.returncode == 0 and "== Configuration groups ==" in script.stdout
 
-    tests = run(python, "-m", "pytest", "-m", "not slow", "-x", "-q", "-p", "no:cacheprovider")
+    start = time.perf_counter()
+    tests = run(python, "-m", "pytest", "-m", "not slow", "-q", "-p", "no:cacheprovider")
+    print(f"{slug}: its make test-fast in {time.perf_counter() - start:.0f} s")
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout and "failed" not in tests.stdout
     assert "tests/template" not in tests.stdout
-
-
-LONG_NAME = pytest.param("Acme Vision Research Lab", "3.10", id="long-package-name")
-
-
-@pytest.mark.parametrize(
-    ("name", "python_version"),
-    [*(("Acme Vision", version) for version in CHOICES["python_version"]), LONG_NAME],
-)
-def test_generated_project_is_lint_clean(
-    tmp_path: Path, cc_config: Path, name: str, python_version: str
-) -> None:
-    """What the generated CI runs first: `ruff check .` and `ruff format --check .`."""
-    out = tmp_path / "OUT"
-    made = run_cookiecutter_cli(
-        str(ROOT), out, cc_config, f"project_name={name}", f"python_version={python_version}"
-    )
-    assert made.returncode == 0, made.stderr[-3000:]
-    (project,) = out.iterdir()
-    for command in (["check", "."], ["format", "--check", "."]):
-        lint = subprocess.run(
-            [sys.executable, "-m", "ruff", *command], cwd=project, capture_output=True, text=True
-        )
-        assert lint.returncode == 0, lint.stdout[-3000:]
 
 
 def test_generated_entry_point_uses_the_chosen_defaults_and_takes_overrides(

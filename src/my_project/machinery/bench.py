@@ -49,7 +49,7 @@ METHODS = {
     "template": "template (Lightning)",
     "raw_template_data": "hand-written loop, template data + optimizer",
 }
-PACKAGE = __package__ or "my_project.machinery"
+PACKAGE = __package__ or __name__.rpartition(".")[0]
 # Optimizer arguments that choose an implementation, not the algorithm: a tutorial leaves
 # them at torch's defaults, the template may configure them (way 1 drops them).
 IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")

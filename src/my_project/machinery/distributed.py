@@ -18,7 +18,7 @@ from omegaconf import DictConfig, read_write
 # Where launchers put a process's global rank: torchrun and Lightning's own launcher (RANK,
 # LOCAL_RANK with NODE_RANK), SLURM's srun (SLURM_PROCID). Before any is set: rank 0.
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
-_STORE_KEY = "my_project/{what}"
+_STORE_KEY = __name__.split(".")[0] + "/{what}"  # the package's own keys
 
 _job_end_hooks: list[Callable[[bool], None]] = []
 

@@ -68,29 +68,25 @@ def _check_devices(accelerator: str, devices: Any) -> None:
             f"{', '.join(dict.fromkeys(known))}. Use `trainer.accelerator=auto` to take the GPU "
             "when there is one and the CPU otherwise."
         )
+    picked = accelerator
     if accelerator == "auto":
-        accelerator = _select_auto_accelerator()
+        picked = _select_auto_accelerator()
     elif accelerator == "gpu":
-        accelerator = "mps" if MPSAccelerator.is_available() else "cuda"
-    if accelerator == "cuda":
+        picked = "mps" if MPSAccelerator.is_available() else "cuda"
+    if picked == "cuda":
         _check_cuda_devices(devices)
-    elif accelerator == "cpu":
-        _check_cpu_devices(devices)
-    elif accelerator == "mps" and devices not in ("auto", 1, "1", -1, "-1", [0]):
-        raise UserError(
-            f"trainer.devices={devices!r} asks for several Apple-silicon (MPS) devices, but MPS is "
-            "one device. Use `trainer.devices=1`, or `trainer.accelerator=cpu trainer.devices=2` "
-            "for two CPU processes."
-        )
+    elif picked == "cpu":
+        _check_cpu_devices(devices, chosen=accelerator == "cpu")
+    elif picked == "mps":
+        _check_mps_devices(devices)
 
 
 def _check_cuda_devices(devices: Any) -> None:
     available = CUDAAccelerator.auto_device_count() if CUDAAccelerator.is_available() else 0
     if available == 0:
         raise UserError(
-            "trainer.accelerator asks for a GPU, but this machine has none (torch sees no CUDA "
-            "device). Train on the CPU: `trainer=cpu` (one process), or `trainer=ddp_cpu` / "
-            "`trainer.accelerator=cpu trainer.devices=2` (two processes)."
+            "trainer.accelerator asks for a CUDA GPU, but this machine has none: run on the CPU "
+            "with `trainer=cpu` (or `trainer=ddp_cpu` for two CPU processes)."
         )
     try:
         CUDAAccelerator.parse_devices(devices)
@@ -104,17 +100,53 @@ def _check_cuda_devices(devices: Any) -> None:
         ) from error
 
 
-def _check_cpu_devices(devices: Any) -> None:
-    if devices == "auto" or (
-        isinstance(devices, int) and not isinstance(devices, bool) and devices > 0
-    ):
+def _check_mps_devices(devices: Any) -> None:
+    if not MPSAccelerator.is_available():
+        raise UserError(
+            "trainer.accelerator=mps asks for Apple silicon (MPS), but this machine has none: "
+            "run on the CPU with `trainer=cpu`."
+        )
+    if devices not in ("auto", 1, "1", -1, "-1", [0]):
+        raise UserError(
+            f"trainer.devices={devices!r} asks for several Apple-silicon (MPS) devices, but MPS is "
+            "one device. Use `trainer.devices=1`, or `trainer.accelerator=cpu trainer.devices=2` "
+            "for two CPU processes."
+        )
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _check_cpu_devices(devices: Any, chosen: bool) -> None:
+    """`chosen`: the CPU was asked for, rather than picked by `auto` for want of a GPU."""
+    count = None
+    if isinstance(devices, int) and not isinstance(devices, bool):
+        count = devices
+    elif isinstance(devices, str) and devices.strip().isdigit():
+        count = int(devices)
+    if devices == "auto" or (count is not None and 0 < count <= usable_cores()):
         return
-    if isinstance(devices, str) and devices.strip().isdigit() and int(devices) > 0:
-        return
+    if count is not None and count > 0:
+        # Lightning would start them all; far more processes than cores hang in gloo's setup.
+        cores = usable_cores()
+        raise UserError(
+            f"trainer.devices={devices!r} asks for {count} CPU processes, but this machine has "
+            f"{cores} cores: use at most `trainer.devices={cores}`, or run on the GPUs of a "
+            "machine that has them."
+        )
+    if not chosen and devices in (-1, "-1"):
+        raise UserError(
+            "trainer.devices=-1 asks for every GPU, but this machine has none (accelerator=auto "
+            "picked the CPU): run on the CPU with `trainer=cpu` (or `trainer=ddp_cpu` for two "
+            "CPU processes)."
+        )
     raise UserError(
-        f"trainer.devices={devices!r} does not say how many CPU processes to run (this run uses "
-        "the CPU: `trainer.accelerator=cpu`, or no GPU was found). Give a number, e.g. "
-        "`trainer.devices=2` for two processes."
+        f"trainer.devices={devices!r} does not say how many CPU processes to run "
+        "(`trainer.accelerator=cpu`). Give a number, e.g. `trainer.devices=2` for two processes."
     )
 
 
