@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import clean_env, read_metrics, run_entry
+from .helpers import PACKAGE, clean_env, read_metrics, run_entry
 
 HERE = Path(__file__).resolve().parent
 MODEL_YAML = """\
@@ -38,7 +38,7 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], dic
     root = tmp_path_factory.mktemp("team")
     (root / "code").mkdir()
     source = (HERE / "docs_style.py").read_text()
-    assert "my_project" not in source  # it knows nothing of the template
+    assert PACKAGE not in source  # it knows nothing of the template
     (root / "code" / "lit_mine.py").write_text(source)
     for group, text in (("model", MODEL_YAML), ("data", DATA_YAML)):
         (root / "configs" / group).mkdir(parents=True)
