@@ -174,7 +174,8 @@ def protect_run_secrets(cfg: Any) -> None:
     values += secret_override_values(hydra_cfg.overrides.task)
     register_secret_values(values)
     # A config composed outside a Hydra job (tests, notebooks) has no output directory.
-    output_dir = OmegaConf.select(hydra_cfg, "runtime.output_dir", default=None)
+    runtime: Any = hydra_cfg.runtime  # a DictConfig at run time
+    output_dir = runtime.get("output_dir")
     if hydra_cfg.output_subdir is not None and output_dir is not None:
         mask_files(Path(output_dir) / hydra_cfg.output_subdir)
 
