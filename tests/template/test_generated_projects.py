@@ -19,6 +19,8 @@ from .conftest import ROOT, layered_venv, run_cookiecutter_cli, subprocess_env
 from .expected import CHOICES
 from .test_generation import LONG_NAME
 
+CONTRACT_TESTS = "tests/machinery/test_bring_your_own.py"
+
 SUITES = {
     "deep-sea-survey": [  # the package name given; CI workflow left out
         "project_name=Deep Sea Survey",
@@ -111,6 +113,25 @@ def test_generated_project_passes_its_own_quick_tests(
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout and "failed" not in tests.stdout
     assert "tests/template" not in tests.stdout
+
+
+@pytest.mark.slow
+def test_a_generated_project_keeps_the_bring_your_own_contract(
+    installed: tuple[Path, Path],
+) -> None:
+    """A team's docs-style module and data, in a project generated with DDP answers: one
+    process, two (DDP test metrics equal to a one-process evaluation), dp, eval and predict."""
+    base, python = installed
+    tests = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", CONTRACT_TESTS],
+        cwd=base / "deep-sea-survey",
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+    assert " passed" in tests.stdout and "skipped" not in tests.stdout
 
 
 def test_generated_entry_point_uses_the_chosen_defaults_and_takes_overrides(
