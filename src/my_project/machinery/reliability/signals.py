@@ -215,8 +215,8 @@ def _settle_epoch_metrics(trainer: Trainer) -> None:
     rank 0 and hang. Computing them here first pairs rank 0's sync with everyone else's (the
     values are cached: no process computes them twice).
     """
-    if trainer.world_size > 1 and trainer._results is not None:
-        _ = trainer._logger_connector.metrics
+    if trainer.world_size > 1:
+        _ = trainer.callback_metrics  # computes every logged metric of the epoch, once
 
 
 def _training_ends_here(trainer: Trainer) -> bool:
