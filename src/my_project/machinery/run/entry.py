@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -40,12 +42,31 @@ def register() -> None:
     """Make the names the configs and the Trainer use resolvable (idempotent).
 
     - ``${unique_dir:...}`` in configs/hydra (the run directory);
-    - ``trainer.strategy=dp`` and the Hydra-aware ``ddp`` in Lightning's StrategyRegistry.
+    - ``trainer.strategy=dp`` and the Hydra-aware ``ddp`` in Lightning's StrategyRegistry;
+    - quiet for what Lightning prints that is not about the run (below).
     """
+    # Lightning 2.6 builds torch's `LeafSpec` on every step's output (its `_pytree.py`), which
+    # recent torch deprecates with a FutureWarning printed in every run. Nothing the user can
+    # act on; it goes once Lightning builds `TreeSpec`s itself.
+    warnings.filterwarnings(
+        "ignore",
+        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        category=FutureWarning,
+    )
+    # Every Trainer logs an advertisement ("💡 Tip: ... try installing litlogger"), with no
+    # switch to turn it off; the rest of what that logger says ("GPU available") stays.
+    rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _NoLightningTips) for f in rank_zero_log.filters):
+        rank_zero_log.addFilter(_NoLightningTips())
     register_resolvers()
     from ..strategies.registry import register_strategies
 
     register_strategies()
+
+
+class _NoLightningTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("💡 Tip:")
 
 
 def main(
