@@ -7,6 +7,8 @@ whose own tests and CI pass, on a CPU-only machine as CI is."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 import time
@@ -166,3 +168,141 @@ def test_generated_entry_point_uses_the_chosen_defaults_and_takes_overrides(
     cfg = job_config("trainer.devices=1", "trainer.strategy=dp", "logger=tensorboard")
     assert (cfg["trainer"]["devices"], cfg["trainer"]["strategy"]) == (1, "dp")
     assert set(cfg["logger"]) == {"tensorboard"}
+
+
+# What a team replaces when it puts its own model and data in a generated project: the example
+# code of the team's rooms (README, "Layout"; the packages' __init__.py files stay), the
+# example configs of those rooms, and the example's tests.
+EXAMPLE_ROOMS = ("models", "data")
+EXAMPLE_CONFIG_GROUPS = ("model", "data", "experiment", "hparams_search")
+
+TEAM_FILES = {
+    "configs/model/mine.yaml": """\
+_target_: {package}.models.mine.LitClassifier
+num_features: ${{data.num_features}}
+num_classes: ${{data.num_classes}}
+lr: 0.01
+""",
+    "configs/data/mine.yaml": """\
+_target_: {package}.data.mine.LitDataModule
+num_features: 16
+num_classes: 4
+test_size: 89
+batch_size: 32
+""",
+    "configs/experiment/mine_wide.yaml": """\
+# @package _global_
+model:
+  hidden: 64
+trainer:
+  max_epochs: 3
+""",
+    "configs/hparams_search/mine.yaml": """\
+# @package _global_
+defaults:
+  - override /hydra/sweeper: optuna
+optimized_metric: val_acc
+hydra:
+  mode: MULTIRUN
+  sweeper:
+    direction: maximize
+    n_trials: 4
+    params:
+      model.lr: tag(log, interval(0.001, 0.1))
+""",
+    "configs/bench.yaml": """\
+mine:
+  overrides: [data.batch_size=64]
+  steps: 50
+  warmup: 5
+""",
+    "tests/project/test_mine.py": """\
+import torch
+
+from {package}.models.mine import LitClassifier
+
+
+def test_one_logit_per_class() -> None:
+    assert LitClassifier(num_features=16, num_classes=4)(torch.randn(8, 16)).shape == (8, 4)
+""",
+}
+
+
+def _replace_examples_with_a_teams_module(project: Path, package: str) -> None:
+    """Delete the example model, data, their configs, experiments and tests; put a team's
+    docs-style module and data module (tests/machinery/docs_style.py), its configs and a test
+    in their place, and point the entry configs at them."""
+    for room in EXAMPLE_ROOMS:
+        for path in (project / "src" / package / room).iterdir():
+            if path.name != "__init__.py":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for group in EXAMPLE_CONFIG_GROUPS:
+        shutil.rmtree(project / "configs" / group)
+    shutil.rmtree(project / "tests" / "project")
+    (project / "tests" / "project").mkdir()
+    (project / "tests" / "project" / "__init__.py").touch()
+
+    source = (project / "tests" / "machinery" / "docs_style.py").read_text()
+    (project / "src" / package / "models" / "mine.py").write_text(source)
+    (project / "src" / package / "data" / "mine.py").write_text(source)
+    for rel, text in TEAM_FILES.items():
+        (project / rel).parent.mkdir(exist_ok=True)
+        (project / rel).write_text(text.format(package=package))
+    for entry in ("train", "eval", "predict"):
+        path = project / "configs" / f"{entry}.yaml"
+        text = path.read_text()
+        assert "  - data: digits\n" in text and "  - model: classifier\n" in text, entry
+        text = text.replace("  - data: digits\n", "  - data: mine\n")
+        text = text.replace("  - model: classifier\n", "  - model: mine\n")
+        if entry == "train":
+            text = text.replace("monitor: val/acc\n", "monitor: val_acc\n")
+            text = text.replace("optimized_metric: val/acc_best\n", "optimized_metric: val_acc\n")
+            assert "monitor: val_acc\n" in text and "optimized_metric: val_acc\n" in text
+        path.write_text(text)
+
+
+@pytest.mark.slow
+def test_deleting_the_examples_leaves_the_machinery_tests_passing(
+    installed: tuple[Path, Path],
+) -> None:
+    """A team replaces the example model, data, configs and tests of a generated project with
+    its own docs-style module: `python train.py` as the README writes it trains the team's
+    module, and the project's quick tests (the machinery's and the team's) all pass."""
+    base, _ = installed
+    project = base / "examples-deleted"
+    shutil.copytree(base / "deep-sea-survey", project, ignore=shutil.ignore_patterns("*.egg-info"))
+    _replace_examples_with_a_teams_module(project, "sea_survey")
+    python = layered_venv(base / "venv-examples-deleted")
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", "."],
+        cwd=project,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert install.returncode == 0, install.stderr[-3000:]
+
+    def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(a) for a in args],
+            cwd=project,
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+
+    where = run(python, "-c", "import sea_survey; print(sea_survey.__file__)")
+    assert where.stdout.strip() == str(project / "src" / "sea_survey" / "__init__.py")
+    trained = run(python, "train.py", "trainer.max_epochs=1")
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    metrics = next((project / "logs" / "train" / "runs").rglob("metrics.json"))
+    test_acc = json.loads(metrics.read_text())["test_acc"]
+    assert 0.25 < test_acc <= 1.0  # four classes: better than chance after one epoch
+
+    start = time.perf_counter()
+    tests = run(python, "-m", "pytest", "-m", "not slow", "-q", "-p", "no:cacheprovider")
+    print(f"examples replaced: make test-fast in {time.perf_counter() - start:.0f} s")
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+    assert " passed" in tests.stdout and "failed" not in tests.stdout
