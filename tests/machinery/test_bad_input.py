@@ -117,3 +117,20 @@ def test_batch_larger_than_the_data_set_leaves_an_existing_run_untouched(tmp_pat
     for name, text in kept.items():
         assert (run_dir / name).read_text() == text
     assert not (run_dir / "metrics.json").exists()
+
+
+def test_an_interpolation_the_data_config_cannot_answer_is_one_paragraph_and_no_run_dir(
+    tmp_path: Path,
+) -> None:
+    """The model config takes `num_features: ${data.num_features}`; data without that key."""
+    run_dir = tmp_path / "run"
+    result = run_entry(
+        "train", *DOCS_STYLE, *FAST, "~data.num_features", f"hydra.run.dir={run_dir}"
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert (
+        "Error: model.num_features cannot be resolved: Interpolation key 'data.num_features' "
+        "not found."
+    ) in " ".join(result.stderr.split())
+    assert not run_dir.exists()

@@ -117,7 +117,9 @@ def plot_confusion_matrix(
     totals = matrix.sum(axis=1, keepdims=True)
     rates = np.divide(matrix, totals, out=np.zeros_like(matrix, dtype=float), where=totals > 0)
     accuracy = np.trace(matrix) / max(matrix.sum(), 1)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * n, 0.8 + 0.5 * n), constrained_layout=True)
+    # At least as wide as the title, for a handful of classes too.
+    size = (max(4.8, 1.0 + 0.55 * n), max(3.8, 0.8 + 0.5 * n))
+    fig, ax = plt.subplots(figsize=size, constrained_layout=True)
     image = ax.imshow(rates, cmap="Blues", vmin=0, vmax=1)
     if n <= 30:  # beyond that the counts are unreadable
         for i in range(n):

@@ -4,7 +4,7 @@ A mistake found here is one paragraph and exit status 2 (a :class:`~..errors.Use
 instead of a traceback from deep inside torch or Lightning, or a failure after the run
 directory, the loggers and the first checkpoints exist. The entry points call two functions:
 
-- :func:`check_config`, on the composed config alone: value types and ranges, trainer
+- :func:`check_config`, on the composed config alone: interpolations, value types and ranges, trainer
   values, accelerator/devices/strategy, the checkpoint path (and a warning when the config
   validates nothing);
 - :func:`check_built`, on the built objects, before the Trainer runs them: the checkpoint
@@ -29,6 +29,7 @@ from .data import check_training_data
 from .devices import check_devices, strategy_names
 from .loggers import check_logger_settings
 from .values import (
+    check_config_resolves,
     check_config_types,
     check_trainer_types,
     check_value_ranges,
@@ -50,6 +51,7 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     ``checkpoint_required``: eval and predict need ``ckpt_path``; train may resume from one
     (``ckpt_path=last`` is resolved here).
     """
+    check_config_resolves(cfg)
     check_trainer_types(cfg.trainer)
     check_devices(cfg.trainer)
     output_dir = Path(cfg.paths.output_dir)

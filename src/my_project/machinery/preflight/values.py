@@ -44,6 +44,36 @@ _NUMBER_FIELDS = (
 )
 
 
+def check_config_resolves(cfg: DictConfig) -> None:
+    """Every ``${...}`` of the config resolves.
+
+    Without this, a model config that takes a size from the data config (``num_features:
+    ${data.num_features}``) composed with data that does not define it is a traceback from
+    deep inside OmegaConf, once the run has started.
+    """
+    from omegaconf.errors import InterpolationKeyError, InterpolationResolutionError
+
+    try:
+        OmegaConf.to_container(cfg, resolve=True)
+    except InterpolationResolutionError as error:
+        cause: BaseException | None = error
+        while cause is not None:  # a resolver of ours that refused its input says why
+            if isinstance(cause, UserError):
+                raise cause from None
+            cause = cause.__cause__
+        key = getattr(error, "full_key", None) or "a value"
+        problem = str(getattr(error, "msg", None) or error).splitlines()[0]
+        if isinstance(error, InterpolationKeyError):
+            advice = (
+                "A value refers to a key this composition of configs does not have (often a "
+                "model config taking a size from data that does not define it). Add the key to "
+                f"the config it names, pick configs that have it, or set `{key}=...` yourself."
+            )
+        else:
+            advice = f"Fix what it names, or set `{key}=...` yourself."
+        raise UserError(f"{key} cannot be resolved: {problem}. {advice}") from error
+
+
 def check_trainer_types(trainer: DictConfig) -> None:
     for field in _INT_FIELDS:
         value = trainer.get(field)
