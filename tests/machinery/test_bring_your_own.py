@@ -16,6 +16,7 @@ import pytest
 from .helpers import PACKAGE, clean_env, read_metrics, run_entry
 
 HERE = Path(__file__).resolve().parent
+ADOPTED = "Model and data: as the run that wrote the checkpoint trained them"
 MODEL_YAML = """\
 _target_: lit_mine.LitClassifier
 num_features: ${data.num_features}
@@ -96,6 +97,7 @@ def test_ddp_test_metrics_equal_a_one_process_evaluation_of_the_same_checkpoint(
         "eval", *overrides, f"ckpt_path={best}", "logger=none", f"hydra.run.dir={out}", env=env
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert ADOPTED not in result.stdout  # the command line named model and data
     single = read_metrics(out)
     assert single["test_acc"] == ddp["test_acc"]  # 89 samples, each counted once
     assert single["test_loss"] == pytest.approx(ddp["test_loss"], rel=1e-6)
@@ -120,6 +122,27 @@ def test_predict_writes_the_modules_outputs_for_the_test_split(
     assert result.returncode == 0, result.stderr[-3000:]
     header, *rows = (out / "predictions.csv").read_text().splitlines()
     assert header == "index,target,output_0,output_1,output_2,output_3" and len(rows) == 89
+
+
+@pytest.mark.slow
+def test_eval_and_predict_given_only_a_checkpoint_use_the_model_and_data_of_its_run(
+    team: tuple[Path, list[str], dict[str, str]], one_process: Path
+) -> None:
+    """`python eval.py ckpt_path=...` as the README writes it: no `model=mine data=mine`,
+    no search path; the run's config.yaml beside its checkpoints says what it trained."""
+    root, _, env = team
+    best = next((one_process / "checkpoints").glob("epoch_*.ckpt"))
+    out = root / "runs" / "eval-alone"
+    result = run_entry("eval", f"ckpt_path={best}", "logger=none", f"hydra.run.dir={out}", env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert ADOPTED in result.stdout
+    assert read_metrics(out)["test_acc"] == read_metrics(one_process)["test_acc"]
+
+    out = root / "runs" / "predict-alone"
+    result = run_entry("predict", f"ckpt_path={best}", f"hydra.run.dir={out}", env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    rows = (out / "predictions.csv").read_text().splitlines()[1:]
+    assert len(rows) == 89  # the team's test split, not the entry config's default data
 
 
 @pytest.mark.slow

@@ -32,7 +32,6 @@ from omegaconf import DictConfig
 from ..config import config_dir
 from ..distributed import is_rank_zero
 from ..errors import UserError
-from ..preflight.values import check_config_resolves
 from ..reliability import run_dir
 from ..reliability.run_dir import register_resolvers
 from ..reliability.secrets import mask_stderr, protect_run_secrets
@@ -115,6 +114,8 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
         with stop_signals():
             try:
                 if is_rank_zero():
+                    from ..preflight.values import check_config_resolves
+
                     check_config_resolves(cfg)  # secrets are looked for in resolved values
                     protect_run_secrets(cfg)
                 return task(cfg)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from . import entry
+from .checkpoint_config import use_checkpoint_run
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
@@ -15,6 +16,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     entry.register()
     ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
     assert ckpt_path is not None
+    use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
     job = build.evaluation_job(cfg, ckpt_path)  # build
     record.start(job, save_config=False)  # record what runs
     metrics = execute.test(job)  # run

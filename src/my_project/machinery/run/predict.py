@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 
 from ..errors import UserError
 from . import entry
+from .checkpoint_config import use_checkpoint_run
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,6 +43,7 @@ def predict(cfg: DictConfig) -> Path:
     entry.register()
     ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
     assert ckpt_path is not None
+    use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
     if not cfg.get("input_path") and cfg.split not in SPLITS:
         raise UserError(f"split={cfg.split} is not a split; use one of {', '.join(SPLITS)}.")
     config = build.masked_config(cfg)  # build
