@@ -134,3 +134,29 @@ def test_an_interpolation_the_data_config_cannot_answer_is_one_paragraph_and_no_
         "not found."
     ) in " ".join(result.stderr.split())
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_a_monitor_the_validation_does_not_log_stops_before_training(
+    tmp_path: Path, devices: int
+) -> None:
+    """The default `monitor=val/acc` with a module that logs `val_acc`: the likeliest slip of
+    a team's first run. Lightning would train a whole epoch first, then raise."""
+    run_dir = tmp_path / "run"
+    result = run_entry(
+        "train",
+        *DOCS_STYLE,
+        *FAST,
+        "monitor=val/acc",
+        f"trainer.devices={devices}",
+        f"hydra.run.dir={run_dir}",
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    message = " ".join(result.stderr.split())
+    assert "`monitor=val/acc` (ModelCheckpoint) names a validation metric the module" in message
+    assert "its validation logs val_acc, val_loss." in message
+    assert "`monitor=val_acc` on the command line" in message
+    assert not list((run_dir / "checkpoints").glob("*.ckpt"))  # not one training step
+    assert "train_loss" not in (run_dir / "train.log").read_text()

@@ -12,9 +12,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class UserError(Exception):
-    """Bad input (config, paths, checkpoints): the message says what was wrong and what to do."""
+    """Bad input (config, paths, checkpoints): the message says what was wrong and what to do.
+
+    ``every_rank``: raised alike by every process of a multi-process run (a check of
+    synchronised metrics), so only rank 0 shows it.
+    """
 
     exit_code = 2
+
+    def __init__(self, message: str, *, every_rank: bool = False) -> None:
+        super().__init__(message)
+        self.every_rank = every_rank
 
 
 def report_user_errors(func: F) -> F:

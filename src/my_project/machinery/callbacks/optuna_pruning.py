@@ -84,7 +84,8 @@ class OptunaPruning(Callback):
             raise UserError(
                 f"optimized_metric={self.monitor} is not among the metrics logged at "
                 f"validation ({', '.join(sorted(trainer.callback_metrics)) or 'none'}); set "
-                "`optimized_metric` in the search config to one of them."
+                "`optimized_metric` in the search config to one of them.",
+                every_rank=True,
             )
         prune = False
         if self._job is not None:

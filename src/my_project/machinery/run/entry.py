@@ -123,7 +123,8 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                 user_error = user_error_in(error)
                 if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
                     raise
-                report(user_error)
+                if is_rank_zero() or not user_error.every_rank:
+                    report(user_error)
                 remove_untouched_run_dir()
                 sys.exit(user_error.exit_code)
 

@@ -40,11 +40,13 @@ def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any
     that resumes it. Resuming a run whose training had finished only tests; its train and val
     metrics are those its `metrics.json` already holds.
     """
+    from ..callbacks.monitored_metric import MonitoredMetricIsLogged
     from ..callbacks.schedule_on_resume import ScheduleOnResume
 
     metrics: dict[str, Any] = {}
     with stops_cleanly(job, metrics):
         if fit:
+            job.trainer.callbacks.append(MonitoredMetricIsLogged())
             if job.ckpt_path:
                 job.trainer.callbacks.append(ScheduleOnResume())
             with signals.stoppable(job.trainer):
