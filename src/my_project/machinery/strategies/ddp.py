@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +29,14 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
 from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
 from ..distributed import at_job_end
 from .samplers import EXACT_MEAN, unpadded
 
+_PADDING_WARNING = (
+    r"Using `DistributedSampler` with the dataloaders\. During `trainer\.(test|validate)"
+)
 # Set in the launching process by the launcher (and by Lightning right after it); restored
 # when the job ends so that the next job of a multirun starts from a clean process.
 _LAUNCH_ENV = (
@@ -200,6 +205,9 @@ class HydraDDPStrategy(DDPStrategy):
     evaluation loaders that see each sample once (`samplers.unpadded`)."""
 
     def setup(self, trainer: Any) -> None:
+        # Lightning warns, as it gives val/test loaders a DistributedSampler, that it repeats
+        # samples; `process_dataloader` replaces that sampler by one that does not.
+        warnings.filterwarnings("ignore", message=_PADDING_WARNING, category=PossibleUserWarning)
         EXACT_MEAN.enter()
         self._exact_mean = True
         super().setup(trainer)

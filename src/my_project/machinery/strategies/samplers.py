@@ -23,6 +23,7 @@ from typing import Any
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from lightning.pytorch.trainer.connectors.logger_connector.result import _ResultMetric
 from lightning.pytorch.utilities.data import _update_dataloader
+from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch.utils.data import DataLoader, DistributedSampler
 
 from ..patching import Patch
@@ -42,7 +43,14 @@ def unpadded(dataloader: object) -> object:
     if type(sampler) is not DistributedSampler or sampler.shuffle or sampler.drop_last:
         return dataloader
     dataset = dataloader.dataset
-    if not isinstance(dataset, Sized) or len(dataset) < sampler.num_replicas:
+    if not isinstance(dataset, Sized):
+        return dataloader
+    if len(dataset) < sampler.num_replicas:
+        rank_zero_warn(
+            f"An evaluation set of {len(dataset)} samples on {sampler.num_replicas} processes: "
+            "every process needs a batch, so Lightning's DistributedSampler repeats samples and "
+            "its metrics count them twice. Evaluate it with `trainer.devices=1`."
+        )
         return dataloader
     exact = UnrepeatedDistributedSampler(
         dataset, num_replicas=sampler.num_replicas, rank=sampler.rank, shuffle=False
