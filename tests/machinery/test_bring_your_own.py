@@ -63,6 +63,8 @@ def train(team: tuple[Path, list[str], dict[str, str]], name: str, *extra: str) 
         timeout=420,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    last_line = result.stdout.rstrip().splitlines()[-1]
+    assert last_line == f"Everything this run wrote is in {run_dir}"
     return run_dir
 
 

@@ -51,7 +51,8 @@ def start(job: Job, save_config: bool = True) -> None:
 
 
 def finish(job: Job, metrics: Mapping[str, Any], run_info: bool = True) -> dict[str, float]:
-    """``metrics.json`` (and ``run_info.json``: what the Trainer really ran on)."""
+    """``metrics.json`` (and ``run_info.json``: what the Trainer really ran on); the run
+    directory's path as the last line (among Lightning's output, the run is easy to lose)."""
     values = to_floats(metrics)
     if job.trainer.is_global_zero:
         write_json(values, job.output_dir / "metrics.json")
@@ -59,4 +60,5 @@ def finish(job: Job, metrics: Mapping[str, Any], run_info: bool = True) -> dict[
             from ..devices.choice import run_record
 
             write_json(run_record(job.trainer), job.output_dir / "run_info.json")
+        print(f"\nEverything this run wrote is in {job.output_dir}", flush=True)
     return values
