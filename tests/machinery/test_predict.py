@@ -111,6 +111,30 @@ def test_npy_inputs_of_any_shape_go_to_forward(checkpoint: Path, tmp_path: Path)
     assert len(rows) == 10 and "target" not in rows[0]
 
 
+@pytest.mark.slow
+def test_npy_inputs_the_module_cannot_take_are_one_paragraph(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """Without an `in_shape` the file cannot be checked beforehand: torch's error, plainly."""
+    np.save(tmp_path / "x.npy", np.zeros((5, 8), dtype=np.float32))  # 16 features wanted
+    result = run_entry(
+        "predict",
+        *DOCS_STYLE_EVAL,
+        f"ckpt_path={checkpoint}",
+        f"input_path={tmp_path / 'x.npy'}",
+        f"hydra.run.dir={tmp_path / 'out'}",
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    message = " ".join(result.stderr.split())
+    assert (
+        f"LitClassifier cannot take the inputs of input_path={tmp_path / 'x.npy'}, shaped (5, 8)"
+        in message
+    )
+    assert "mat1 and mat2 shapes cannot be multiplied" in message
+    assert not (tmp_path / "out" / "predictions.csv").exists()
+
+
 def test_predictions_become_columns_for_any_shape() -> None:
     batches = [torch.tensor([[0.5], [1.5]]), torch.tensor([[2.5]])]
     assert list(prediction_columns(batches)) == ["prediction"]

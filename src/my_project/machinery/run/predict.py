@@ -65,13 +65,32 @@ def predict(cfg: DictConfig) -> Path:
     output_dir.mkdir(parents=True, exist_ok=True)
     print_config_tree(config)
     print_config_tree(config, save_to=output_dir / "config_tree.log")
-    outputs = trainer.predict(model, dataloaders=batches)  # run
+    outputs = run_on(trainer, model, batches)  # run
     columns = prediction_columns(outputs or [])  # record what came out
     targets = batches.targets()
     path = write_predictions(columns, output_dir / cfg.output_file, targets)
     count = len(next(iter(columns.values())))
     print(f"Wrote {count} predictions for {source} to {path}{score(columns, targets)}")
     return path
+
+
+def run_on(trainer: Any, model: Any, batches: SplitBatches | NpyBatches) -> Any:
+    """``trainer.predict``; inputs of a file the model cannot take are a UserError.
+
+    A model without an ``in_shape`` hyperparameter cannot have its file checked beforehand;
+    torch's error (``mat1 and mat2 shapes cannot be multiplied``) then says what was wrong.
+    """
+    if not isinstance(batches, NpyBatches):
+        return trainer.predict(model, dataloaders=batches)
+    try:
+        return trainer.predict(model, dataloaders=batches)
+    except (RuntimeError, TypeError, ValueError) as error:
+        shape = tuple(batches.inputs.shape)
+        raise UserError(
+            f"{type(model).__name__} cannot take the inputs of input_path={batches.path}, "
+            f"shaped {shape} ({type(error).__name__}: {str(error).splitlines()[0][:200]}). "
+            "Save inputs shaped like one batch of its training data, (N, ...) with N inputs."
+        ) from error
 
 
 def split_loader(cfg: DictConfig, model: Any) -> Any:
@@ -148,6 +167,7 @@ class NpyBatches:
         import torch
 
         shape = getattr(model, "hparams", {}).get("in_shape")
+        self.path = path
         self.inputs = torch.from_numpy(load_inputs(path, shape))
         self.batch_size = batch_size
         self.whole_batches = _own_predict_step(model)
