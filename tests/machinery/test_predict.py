@@ -17,7 +17,16 @@ from my_project.machinery.errors import UserError
 from my_project.machinery.run.predict import load_inputs, prediction_columns
 
 from .docs_style import LitClassifier, LitDataModule
-from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, FAST, LOG_DIR_VAR, ROOT, clean_env, run_entry
+from .helpers import (
+    DOCS_STYLE,
+    DOCS_STYLE_EVAL,
+    FAST,
+    LOG_DIR_VAR,
+    ROOT,
+    clean_env,
+    compose_config,
+    run_entry,
+)
 
 
 class WithItsOwnPredictStep(LitClassifier):
@@ -133,6 +142,36 @@ def test_npy_inputs_the_module_cannot_take_are_one_paragraph(
     )
     assert "mat1 and mat2 shapes cannot be multiplied" in message
     assert not (tmp_path / "out" / "predictions.csv").exists()
+
+
+def test_predict_runs_in_one_process_whatever_devices_the_trainer_preset_asks(
+    tmp_path: Path,
+) -> None:
+    """A project generated with devices=2 (or dp on every GPU) predicts as the README writes
+    it; asking for several processes on the command line is refused plainly."""
+    cfg = compose_config([*DOCS_STYLE_EVAL, "trainer=ddp_cpu"], tmp_path, "predict")
+    assert (cfg.trainer.devices, cfg.trainer.strategy, cfg.trainer.num_nodes) == (1, "auto", 1)
+    assert cfg.trainer.accelerator == "cpu"  # the preset's, still
+    cfg = compose_config(
+        [*DOCS_STYLE_EVAL, "trainer=ddp_cpu", "trainer.devices=2"], tmp_path, "predict"
+    )
+    assert cfg.trainer.devices == 2  # the command line still wins: predict.py then refuses it
+
+
+@pytest.mark.slow
+def test_predict_asked_for_two_processes_says_to_use_one(checkpoint: Path, tmp_path: Path) -> None:
+    result = run_entry(
+        "predict",
+        *DOCS_STYLE_EVAL,
+        f"ckpt_path={checkpoint}",
+        "trainer.devices=2",
+        "trainer.strategy=ddp",
+        f"hydra.run.dir={tmp_path / 'out'}",
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "predict runs in one process, but the trainer config asks for 2 processes" in (
+        " ".join(result.stderr.split())
+    )
 
 
 def test_predictions_become_columns_for_any_shape() -> None:

@@ -266,8 +266,9 @@ def test_deleting_the_examples_leaves_the_machinery_tests_passing(
     installed: tuple[Path, Path],
 ) -> None:
     """A team replaces the example model, data, configs and tests of a generated project with
-    its own docs-style module: `python train.py` as the README writes it trains the team's
-    module, and the project's quick tests (the machinery's and the team's) all pass."""
+    its own docs-style module: `python train.py`, `eval.py` and `predict.py` as the README
+    writes them run the team's module (in a project whose trainer runs 2 processes), and the
+    project's quick tests (the machinery's and the team's) all pass."""
     base, _ = installed
     project = base / "examples-deleted"
     shutil.copytree(base / "deep-sea-survey", project, ignore=shutil.ignore_patterns("*.egg-info"))
@@ -300,6 +301,16 @@ def test_deleting_the_examples_leaves_the_machinery_tests_passing(
     metrics = next((project / "logs" / "train" / "runs").rglob("metrics.json"))
     test_acc = json.loads(metrics.read_text())["test_acc"]
     assert 0.25 < test_acc <= 1.0  # four classes: better than chance after one epoch
+    # eval and predict as the README writes them, in a project whose trainer runs 2 processes
+    best = next((metrics.parent / "checkpoints").glob("epoch_*.ckpt"))
+    evaluated = run(python, "eval.py", f"ckpt_path={best}")
+    assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
+    metrics = next((project / "logs" / "eval" / "runs").rglob("metrics.json"))
+    assert json.loads(metrics.read_text())["test_acc"] == test_acc
+    predicted = run(python, "predict.py", f"ckpt_path={best}")
+    assert predicted.returncode == 0, predicted.stdout[-3000:] + predicted.stderr[-3000:]
+    csv = next((project / "logs" / "predict" / "runs").rglob("predictions.csv"))
+    assert len(csv.read_text().splitlines()) == 1 + 89
 
     start = time.perf_counter()
     tests = run(python, "-m", "pytest", "-m", "not slow", "-q", "-p", "no:cacheprovider")
