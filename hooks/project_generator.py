@@ -276,6 +276,12 @@ def _configure(path: str, text: str, answers: Mapping[str, str]) -> str:
     elif path == "configs/trainer/default.yaml":
         for key in ("accelerator", "devices", "strategy", "precision"):  # a trailing comment stays
             text = _edit(text, rf"^({key}:[ \t]*)[^#\n]*?([ \t]*(?:#.*)?)$", answers[key], path)
+    elif path == "README.md":  # the presets table's `default` row: the answers above
+        cells = [f"`{answers[k]}`" for k in ("accelerator", "strategy", "precision")]
+        devices = {"-1": "all"}.get(answers["devices"], answers["devices"])
+        if (*cells, devices) != ("`auto`", "`auto`", "`32-true`", "1"):
+            row = f"{cells[0]} | {devices} | {cells[1]} | {cells[2]} | this project's defaults"
+            text = _edit(text, r"^(\| `default` \| ).*( \|)$", row, path)
     elif path == "configs/train.yaml":
         group = LOGGER_GROUPS[answers["logger"]]
         text = _edit(text, r"^([ \t]*-[ \t]*logger:[ \t]*)[^\s#]+(.*)$", group, path)

@@ -158,6 +158,11 @@ def check_project(files: dict[str, object], answers: dict[str, object]) -> None:
         assert re.search(rf"^{key}: {re.escape(str(answers[key]))}$", trainer, re.M), key
     group = LOGGER_GROUP[str(answers["logger"])]
     assert re.search(rf"^  - logger: {group}$", texts["configs/train.yaml"], re.M)
+    (row,) = [line for line in texts["README.md"].splitlines() if line.startswith("| `default` |")]
+    devices = {"-1": "all"}.get(str(answers["devices"]), str(answers["devices"]))
+    shown = [cell.strip().strip("`") for cell in row.strip("|").split("|")]
+    expected = [str(answers["accelerator"]), devices, str(answers["strategy"])]
+    assert shown[1:5] == [*expected, str(answers["precision"])], row
     pyproject = parse_toml(texts["pyproject.toml"])
     project = pyproject["project"]
     assert project["name"] == answers["project_slug"]
