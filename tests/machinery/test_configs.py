@@ -71,3 +71,17 @@ def test_trainer_profiles_nothing_by_default_and_profiles_on_request(
     cfg = compose_config([*DOCS_STYLE, *overrides], tmp_path)
     trainer = instantiate(cfg.trainer, logger=False, enable_progress_bar=False)
     assert type(trainer.profiler).__name__ == profiler
+
+
+def test_printed_config_tree_keeps_long_values_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Printed to a file or pipe (SLURM logs, CI), a long run directory was cut at 80 columns."""
+    from my_project.machinery.config import print_config_tree
+
+    long_dir = "/runs/" + "x" * 150 + "/END"
+    config = {"paths": {"output_dir": long_dir}, "trainer": {"devices": 1}}
+    print_config_tree(config)
+    print_config_tree(config, save_to=tmp_path / "tree.log")
+    for shown in (capsys.readouterr().out, (tmp_path / "tree.log").read_text()):
+        assert shown.count("x") == 150 and "/END" in shown

@@ -49,11 +49,16 @@ def print_config_tree(
         branch = tree.add(str(name), style="bold cyan", guide_style="dim")
         value = config[name]
         text = OmegaConf.to_yaml(value) if isinstance(value, Mapping) else str(value)
-        branch.add(
-            rich.syntax.Syntax(text.rstrip(), "yaml", theme="ansi_dark", background_color="default")
+        branch.add(  # long values (paths) wrap instead of being cut at the console's width
+            rich.syntax.Syntax(
+                text.rstrip(), "yaml", theme="ansi_dark", background_color="default", word_wrap=True
+            )
         )
     if save_to is None:
-        Console().print(tree)
+        console = Console()
+        if not console.is_terminal:  # a log file (SLURM, CI, `> out.txt`): as wide as the saved one
+            console = Console(width=120)
+        console.print(tree)
         return
     with open(save_to, "w") as handle:
         Console(file=handle, width=120, color_system=None).print(tree)
