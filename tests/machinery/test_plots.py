@@ -34,3 +34,29 @@ def test_confusion_matrix_title_fits_the_figure(
     box, page = title.get_window_extent(), fig.bbox
     assert page.x0 <= box.x0 and box.x1 <= page.x1, (box, page)
     assert page.y0 <= box.y0 and box.y1 <= page.y1, (box, page)
+
+
+@pytest.mark.parametrize("epochs", [1, 3, 40])
+def test_learning_curves_number_epochs_as_the_checkpoints_do(
+    epochs: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From 0, as `epoch_000.ckpt` and the progress bar; whole-epoch ticks, even for one."""
+    drawn: list[Any] = []
+    monkeypatch.setattr(plotting, "_save", lambda plt, fig, path: drawn.append(fig) or path)
+    history = [
+        {"epoch": e, "train/loss": 1.0 / (e + 1), "val/loss": 1.2 / (e + 1), "val/acc": e / epochs}
+        for e in range(epochs)
+    ]
+    plotting.plot_learning_curves(history, tmp_path / "curves.png", monitor="val/acc", mode="max")
+    loss, acc = drawn[0].axes[:2]
+    assert loss.get_title() == "loss" and acc.get_title() == "acc"
+    ticks = loss.get_xticks()
+    low, high = loss.get_xlim()
+    shown = [t for t in ticks if low <= t <= high]
+    assert shown and all(float(t).is_integer() for t in shown), shown
+    if epochs <= 12:
+        assert list(shown) == list(range(epochs))  # one tick an epoch
+    (val,) = [line for line in acc.lines if line.get_label() == "val"]
+    assert list(val.get_xdata()) == list(range(epochs))  # epochs from 0
+    (label,) = [t.get_text() for t in acc.texts]
+    assert label.endswith(f"(epoch {epochs - 1})")

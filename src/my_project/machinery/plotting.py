@@ -72,17 +72,24 @@ def plot_learning_curves(
     fig, axes = plt.subplots(
         rows, columns, figsize=(5.2 * columns, 4.0 * rows), squeeze=False, constrained_layout=True
     )
+    # Epochs as Lightning numbers them (from 0): as in the progress bar, metrics.csv and the
+    # checkpoints' names (`epoch_007.ckpt`).
     for ax, name in zip(axes.flat, names, strict=False):
         for stage, style in (("train", "-o"), ("val", "-s")):
             points = sorted(panels[name].get(stage, []))
             if points:
                 epochs, values = zip(*points, strict=True)
-                ax.plot(np.array(epochs) + 1, values, style, markersize=3, label=stage)
+                ax.plot(epochs, values, style, markersize=3, label=stage)
         monitored = split_metric_name(monitor) if monitor else None
         if monitored is not None and monitored[1] == name and panels[name].get(monitored[0]):
             _mark_best(ax, panels[name][monitored[0]], mode, monitored[0])
         ax.set(title=name, xlabel="epoch")
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        seen = sorted({epoch for points in panels[name].values() for epoch, _ in points})
+        if len(seen) <= 12:  # few epochs: a tick on each (one epoch got ticks 0.96 ... 1.04)
+            ax.set_xticks(seen)
+            ax.set_xlim(seen[0] - 0.5, seen[-1] + 0.5)
+        else:
+            ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
         ax.legend()
     for ax in list(axes.flat)[len(names) :]:
@@ -93,14 +100,16 @@ def plot_learning_curves(
 def _mark_best(ax: Any, points: list[tuple[int, float]], mode: str, stage: str) -> None:
     pick = max if mode == "max" else min
     epoch, best = pick(points, key=lambda point: point[1])
-    ax.axvline(epoch + 1, color="grey", linestyle=":", linewidth=1)
-    # The label on the side of the line with more room.
-    left = epoch + 1 > (max(e for e, _ in points) + 2) / 2
+    ax.axvline(epoch, color="grey", linestyle=":", linewidth=1)
+    # The label on the side of the line, and of the point, with more room.
+    left = epoch > max(e for e, _ in points) / 2
+    low, high = ax.get_ylim()
+    below = best > (low + high) / 2
     ax.annotate(
-        f"best {stage} {best:.3g}\n(epoch {epoch + 1})",
-        (epoch + 1, best),
+        f"best {stage} {best:.3g}\n(epoch {epoch})",
+        (epoch, best),
         textcoords="offset points",
-        xytext=(-10 if left else 10, -30 if mode == "max" else 20),
+        xytext=(-10 if left else 10, -30 if below else 20),
         ha="right" if left else "left",
         fontsize=9,
     )
