@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,13 @@ def expected_logits(checkpoint: Path) -> torch.Tensor:
         return model(data.test_set.tensors[0])
 
 
+def predict_into(out: Path, checkpoint: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
+    """`python predict.py` on the docs-style module's checkpoint, its run directory `out`."""
+    return run_entry(
+        "predict", *DOCS_STYLE_EVAL, f"ckpt_path={checkpoint}", *overrides, f"hydra.run.dir={out}"
+    )
+
+
 @pytest.mark.slow
 def test_a_module_without_predict_step_gets_the_inputs_as_readme_writes_it(
     checkpoint: Path, tmp_path: Path
@@ -88,13 +96,7 @@ def test_a_module_without_predict_step_gets_the_inputs_as_readme_writes_it(
 def test_a_module_with_its_own_predict_step_gets_whole_batches(
     checkpoint: Path, tmp_path: Path
 ) -> None:
-    result = run_entry(
-        "predict",
-        *DOCS_STYLE_EVAL,
-        f"model._target_={__name__}.WithItsOwnPredictStep",
-        f"ckpt_path={checkpoint}",
-        f"hydra.run.dir={tmp_path}",
-    )
+    result = predict_into(tmp_path, checkpoint, f"model._target_={__name__}.WithItsOwnPredictStep")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_csv(tmp_path / "predictions.csv")
     assert list(rows[0]) == ["index", "target", "label", "score_0", "score_1", "score_2", "score_3"]
@@ -108,13 +110,7 @@ def test_npy_inputs_of_any_shape_go_to_forward(checkpoint: Path, tmp_path: Path)
     data = LitDataModule()
     data.setup("test")
     np.save(tmp_path / "x.npy", data.test_set.tensors[0][:10].numpy())
-    result = run_entry(
-        "predict",
-        *DOCS_STYLE_EVAL,
-        f"ckpt_path={checkpoint}",
-        f"input_path={tmp_path / 'x.npy'}",
-        f"hydra.run.dir={tmp_path / 'out'}",
-    )
+    result = predict_into(tmp_path / "out", checkpoint, f"input_path={tmp_path / 'x.npy'}")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_csv(tmp_path / "out" / "predictions.csv")
     assert len(rows) == 10 and "target" not in rows[0]
@@ -126,13 +122,7 @@ def test_npy_inputs_the_module_cannot_take_are_one_paragraph(
 ) -> None:
     """Without an `in_shape` the file cannot be checked beforehand: torch's error, plainly."""
     np.save(tmp_path / "x.npy", np.zeros((5, 8), dtype=np.float32))  # 16 features wanted
-    result = run_entry(
-        "predict",
-        *DOCS_STYLE_EVAL,
-        f"ckpt_path={checkpoint}",
-        f"input_path={tmp_path / 'x.npy'}",
-        f"hydra.run.dir={tmp_path / 'out'}",
-    )
+    result = predict_into(tmp_path / "out", checkpoint, f"input_path={tmp_path / 'x.npy'}")
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     message = " ".join(result.stderr.split())
@@ -160,14 +150,7 @@ def test_predict_runs_in_one_process_whatever_devices_the_trainer_preset_asks(
 
 @pytest.mark.slow
 def test_predict_asked_for_two_processes_says_to_use_one(checkpoint: Path, tmp_path: Path) -> None:
-    result = run_entry(
-        "predict",
-        *DOCS_STYLE_EVAL,
-        f"ckpt_path={checkpoint}",
-        "trainer.devices=2",
-        "trainer.strategy=ddp",
-        f"hydra.run.dir={tmp_path / 'out'}",
-    )
+    result = predict_into(tmp_path / "out", checkpoint, "trainer.devices=2", "trainer.strategy=ddp")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "predict runs in one process, but the trainer config asks for 2 processes" in (
         " ".join(result.stderr.split())

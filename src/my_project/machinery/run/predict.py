@@ -80,11 +80,11 @@ def run_on(trainer: Any, model: Any, batches: SplitBatches | NpyBatches) -> Any:
     A model without an ``in_shape`` hyperparameter cannot have its file checked beforehand;
     torch's error (``mat1 and mat2 shapes cannot be multiplied``) then says what was wrong.
     """
-    if not isinstance(batches, NpyBatches):
-        return trainer.predict(model, dataloaders=batches)
     try:
         return trainer.predict(model, dataloaders=batches)
     except (RuntimeError, TypeError, ValueError) as error:
+        if not isinstance(batches, NpyBatches):
+            raise
         shape = tuple(batches.inputs.shape)
         raise UserError(
             f"{type(model).__name__} cannot take the inputs of input_path={batches.path}, "
