@@ -1,43 +1,80 @@
-# Everyday commands (`make help` lists them). Each is a plain command you can also type.
+# Everyday commands (`make help` lists them). Two are all a fresh clone needs:
+#   make train    trains the example        make test    runs the tests (what CI runs)
+# Every target runs in the project's virtual environment, $(VENV): the first one creates it and
+# installs torch ($(TORCH)) and the locked dependencies (requirements/lock.txt, hashes verified);
+# later ones install nothing until the lock or pyproject.toml changes.
 # Extra arguments go in ARGS, e.g. `make train ARGS="model/net=cnn trainer.max_epochs=5"`.
-PYTHON ?= python
+VENV ?= .venv
+# The Python that creates $(VENV) (3.10 or newer), e.g. `make test PYTHON3=python3.12`.
+PYTHON3 ?= python3
+# torch is pinned here, not locked: pip takes this version from the machine's own index (the
+# CPU build here; a CUDA build where PyPI's or PIP_INDEX_URL's wheel is one).
+TORCH ?= torch==2.13.0
 ARGS ?=
 
-.PHONY: help install hooks train test test-fast lint format bench update clean
+PYTHON := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+# Test processes: one per core (pytest-xdist); `make test WORKERS=0` runs in this one.
+WORKERS ?= auto
+PYTEST := $(PYTHON) -m pytest -n $(WORKERS)
+# import-linter has no `python -m` form; this runs its `lint-imports` command with $(PYTHON).
+LINT_IMPORTS := $(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
+
+.PHONY: help install lock hooks train test test-fast test-all lint format bench update clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-install:  ## the project and its dev tools, editable (install the torch build you want first)
-	$(PYTHON) -m pip install -e ".[dev]"
+install: $(INSTALLED)  ## the virtual environment, from the lock (what every target does first)
 
-hooks:  ## run the .pre-commit-config.yaml checks before every commit
-	pre-commit install
+$(INSTALLED): requirements/lock.txt pyproject.toml
+	@test -x $(PYTHON) || $(PYTHON3) -m venv $(VENV)
+	$(PYTHON) -m pip install -q "$(TORCH)"
+	$(PYTHON) -m pip install -q --require-hashes --no-deps -r requirements/lock.txt
+	$(PYTHON) requirements/lock.py check
+	$(PYTHON) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PYTHON) -m pip check
+	@touch $@
 
-train:  ## train with the default config, plus any Hydra overrides in ARGS
+lock:  ## resolve every dependency but torch again, newest allowed, into requirements/lock.txt
+	@test -x $(PYTHON) || $(PYTHON3) -m venv $(VENV)
+	@test -x $(VENV)/bin/uv || $(PYTHON) -m pip install -q uv
+	$(VENV)/bin/uv pip compile pyproject.toml --all-extras --universal --python-version 3.10 \
+		--generate-hashes --upgrade --overrides requirements/without-torch.txt \
+		--no-emit-package torch --custom-compile-command "make lock" -q -o requirements/lock.txt
+	$(PYTHON) requirements/lock.py stamp
+
+hooks: $(INSTALLED)  ## run the .pre-commit-config.yaml checks before every commit
+	@git rev-parse --git-dir >/dev/null 2>&1 || { echo "make hooks: this folder is no git repository yet; run 'git init' first (pre-commit installs into .git/hooks)."; exit 2; }
+	$(PYTHON) -m pre_commit install
+
+train: $(INSTALLED)  ## train with the default config, plus any Hydra overrides in ARGS
 	$(PYTHON) train.py $(ARGS)
 
-test:  ## the whole test suite (what CI runs)
-	$(PYTHON) -m pytest $(ARGS)
+test: $(INSTALLED)  ## the tests, without the soak tier (what the project's CI runs)
+	$(PYTEST) -m "not soak" $(ARGS)
 
-test-fast:  ## the tests that take seconds (skips the training runs marked slow)
-	$(PYTHON) -m pytest -m "not slow" $(ARGS)
+test-fast: $(INSTALLED)  ## the in-process tests only: no training in a process of its own
+	$(PYTEST) -m "not slow and not soak" $(ARGS)
 
-lint:  ## ruff lint, ruff format check, mypy, import layers (what CI runs)
+test-all: $(INSTALLED)  ## every test, the soak tier too (long repetitions)
+	$(PYTEST) $(ARGS)
+
+lint: $(INSTALLED)  ## ruff lint, ruff format check, mypy, import layers (what CI runs)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy
-	lint-imports --no-cache
+	$(LINT_IMPORTS) --no-cache
 
-format:  ## let ruff fix what it can and format the code
+format: $(INSTALLED)  ## let ruff fix what it can and format the code
 	$(PYTHON) -m ruff check --fix .
 	$(PYTHON) -m ruff format .
 
-bench:  ## the speed benchmarks (they print ratios, they do not fail)
+bench: $(INSTALLED)  ## the speed benchmarks (they print ratios, they do not fail)
 	$(PYTHON) -m my_project.machinery.bench $(ARGS)
 
-update:  ## the template's changes (cruft update); fails naming the files to merge by hand
-	@$(PYTHON) -c "import cruft" 2>/dev/null || { echo "make update runs cruft: pip install cruft"; exit 2; }
+update: $(INSTALLED)  ## the template's changes (cruft update); fails naming the files to merge by hand
+	@test -f .cruft.json || { echo "make update: no .cruft.json, so the template this project came from is unknown; see 'Template updates' in README.md."; exit 2; }
 	$(PYTHON) -m cruft update --skip-apply-ask $(ARGS)
 	@left="$$(git diff --name-only --diff-filter=U; git ls-files --others --exclude-standard '*.rej')"; \
 	if [ -n "$$left" ]; then \
@@ -45,6 +82,6 @@ update:  ## the template's changes (cruft update); fails naming the files to mer
 		echo "$$left" | sed 's/^/  /'; exit 1; \
 	fi
 
-clean:  ## caches and build outputs (runs under logs/ are kept)
+clean:  ## caches and build outputs (runs under logs/ and $(VENV) are kept)
 	rm -rf build dist .mypy_cache .ruff_cache .pytest_cache
-	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

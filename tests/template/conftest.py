@@ -159,3 +159,21 @@ def layered_venv(path: Path) -> Path:
         "".join(f"import site; site.addsitedir({p!r})\n" for p in parents)
     )
     return python
+
+
+def make_in(project: Path, *args: str, venv: Path | None = None, timeout: float = 900):
+    """`make <args>` in a generated project, with a virtual environment layered on this one as
+    its installed `.venv` (the project's own install is what the fresh-clone tests check)."""
+    if venv is None:
+        venv = project.parent / f"{project.name}-venv"
+    if not (venv / "bin" / "python").exists():
+        layered_venv(venv)
+    (venv / ".installed").touch()  # newer than the project's lock and pyproject.toml
+    return subprocess.run(
+        ["make", *args, f"VENV={venv}"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=timeout,
+    )

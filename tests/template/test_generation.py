@@ -176,8 +176,13 @@ def check_project(files: dict[str, object], answers: dict[str, object]) -> None:
     assert project["requires-python"] == f">={answers['python_version']}"
     assert pyproject["tool"]["mypy"]["python_version"] == answers["python_version"]
     assert f"{answers['package_name']}.machinery.run.train:main" in project["scripts"].values()
-    requirements = " ".join(itertools.chain(*project["optional-dependencies"].values()))
-    assert "cookiecutter" not in requirements and "cruft" not in requirements
+    # Its own lock: the template's (the same dependency lists), under the project's name.
+    root = parse_toml((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["dependencies"] == root["dependencies"]
+    assert project["optional-dependencies"] == root["optional-dependencies"]
+    assert f"{answers['project_slug']} (pyproject.toml)" in texts["requirements/lock.txt"]
+    # Its CI runs `make test`; the soak tier is the template's CI's, and a project's on request.
+    assert texts[".ci/run"].endswith("\nmake lint\nmake test\n"), texts[".ci/run"]
     head = LICENSE_HEADS[license_name].format(year=answers["__year"], holder=answers["author_name"])
     assert texts["LICENSE"].startswith(head)
     if answers["ci_workflow"]:
@@ -369,7 +374,7 @@ def test_generated_readme_is_the_projects_own(gen: ModuleType, template: object)
     files = gen.render(template, answers)
     readme = files["README.md"].data.decode()
     assert readme.startswith("# Acme Vision\n")
-    assert "## Quickstart" in readme and "pip install -e" in readme and "make update" in readme
+    assert "## Quickstart" in readme and "make train" in readme and "make update" in readme
     assert "src/acme_vision/" in readme
     assert "template-only" not in readme and "cookiecutter" not in readme.lower()
     # Removing the template-only blocks leaves no stray blank lines at the end.

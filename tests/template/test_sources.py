@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from .conftest import git, snapshot_repo, subprocess_env, without_proc_or_pwd
+from .conftest import git, make_in, snapshot_repo, subprocess_env, without_proc_or_pwd
 from .expected import DEFAULTS
 
 ACME = {
@@ -142,14 +142,7 @@ def commit_edit(repo: Path, path: str, old: str, new: str) -> None:
 
 
 def make_update(project: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["make", "update", f"PYTHON={sys.executable}"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        timeout=300,
-    )
+    return make_in(project, "update", timeout=300)
 
 
 def test_cruft_create_then_make_update_brings_template_changes_renamed(
