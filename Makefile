@@ -14,9 +14,10 @@ ARGS ?=
 
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
-# Test processes: one per core (pytest-xdist); `make test WORKERS=0` runs in this one.
+# Test processes: one per core (pytest-xdist), each taking whole files (their trained runs are
+# made once per file); `make test WORKERS=0` runs everything in one process.
 WORKERS ?= auto
-PYTEST := $(PYTHON) -m pytest -n $(WORKERS)
+PYTEST := $(PYTHON) -m pytest -n $(WORKERS) --dist loadfile
 # import-linter has no `python -m` form; this runs its `lint-imports` command with $(PYTHON).
 LINT_IMPORTS := $(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
 
@@ -74,7 +75,7 @@ bench: $(INSTALLED)  ## the speed benchmarks (they print ratios, they do not fai
 	$(PYTHON) -m my_project.machinery.bench $(ARGS)
 
 update: $(INSTALLED)  ## the template's changes (cruft update); fails naming the files to merge by hand
-	@test -f .cruft.json || { echo "make update: no .cruft.json, so the template this project came from is unknown; see 'Template updates' in README.md."; exit 2; }
+	@test -f .cruft.json || { echo "make update: no .cruft.json, so which template and commit this project came from is unknown (it was made from a copy without git history). Link it once with 'cruft link <the template's git URL>', commit, then run make update."; exit 2; }
 	$(PYTHON) -m cruft update --skip-apply-ask $(ARGS)
 	@left="$$(git diff --name-only --diff-filter=U; git ls-files --others --exclude-standard '*.rej')"; \
 	if [ -n "$$left" ]; then \

@@ -149,7 +149,7 @@ def read_template(root: Path, output: Path | None = None) -> Template:
     for path in project_paths(root, output):
         full = root / path
         files[path] = Entry(full.read_bytes(), stat.S_IMODE(full.stat().st_mode))
-    spec = json.loads((root / "cookiecutter.json").read_text(encoding="utf-8"))
+    spec = read_spec(root)
     choices = {k: [str(v) for v in vals] for k, vals in spec.items() if isinstance(vals, list)}
     licenses = {
         name: (root / "hooks" / "licenses" / f"{name}.txt").read_text(encoding="utf-8")
@@ -358,8 +358,64 @@ def write(files: Mapping[str, Entry], project_dir: Path) -> None:
         target.chmod(entry.mode)
 
 
+# cookiecutter's abbreviations (its `abbreviations` setting's defaults), as cruft needs a URL
+ABBREVIATIONS = {
+    "gh": "https://github.com/{}.git",
+    "gl": "https://gitlab.com/{}.git",
+    "bb": "https://bitbucket.org/{}",
+}
+
+
+def cruft_state(template_root: Path, answers: Mapping[str, object]) -> dict[str, object] | None:
+    """What cruft records of a project it creates (`.cruft.json`), for one cookiecutter made:
+    so `make update` (`cruft update`) works in every project made from a git template.
+
+    None where cruft made the project (it writes its own: its context has `_commit`) or where
+    the template is no git checkout (a zip): there is no commit to update from.
+    """
+    if "_commit" in answers:
+        return None
+    try:
+        top, commit = (
+            subprocess.run(
+                ["git", "-C", str(template_root), "rev-parse", *args],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            for args in (["--show-toplevel"], ["HEAD"])
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    template = str(answers.get("_template") or top).removeprefix("git+")  # cookiecutter's "git+"
+    prefix, _, rest = template.partition(":")
+    if prefix in ABBREVIATIONS and rest and not rest.startswith("//"):
+        template = ABBREVIATIONS[prefix].format(rest)
+    elif "://" not in template and not template.startswith("git@"):
+        template = top  # a local checkout: its absolute path, however it was given
+    directory = Path(template_root).resolve().relative_to(Path(top).resolve()).as_posix()
+    spec_keys = set(read_spec(template_root)) - {"__prompts__"}
+    context = {k: v for k, v in answers.items() if k in spec_keys}
+    context.update({"_template": template, "_commit": commit})
+    return {
+        "template": template,
+        "commit": commit,
+        "checkout": answers.get("_checkout") or None,
+        "context": {"cookiecutter": context},
+        "directory": None if directory == "." else directory,
+    }
+
+
+def read_spec(template_root: Path) -> dict[str, object]:
+    return json.loads((Path(template_root) / "cookiecutter.json").read_text(encoding="utf-8"))
+
+
 def generate(template_root: Path, answers: Mapping[str, object], project_dir: Path) -> list[str]:
-    """Fill `project_dir` with the project (its README replaces the stub's); return its paths."""
+    """Fill `project_dir` with the project (its README replaces the stub's) and, for a git
+    template, its `.cruft.json`; return the project's paths (without `.cruft.json`)."""
     files = render(read_template(template_root, output=project_dir), answers)
     write(files, Path(project_dir))
+    state = cruft_state(template_root, answers)
+    if state is not None:
+        (Path(project_dir) / ".cruft.json").write_text(json.dumps(state, indent=2) + "\n")
     return sorted(files)

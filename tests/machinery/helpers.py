@@ -15,6 +15,8 @@ from omegaconf import DictConfig, open_dict
 
 from my_project.machinery.config import config_dir
 
+from . import processes
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = config_dir()
 
@@ -79,13 +81,11 @@ def run_entry(
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `python <script>.py <overrides>` from the repository root, as a user would (on the
-    CPU, see `ON_CPU`)."""
-    return subprocess.run(
+    CPU, see `ON_CPU`), in a process of its own started warm (`processes.py`)."""
+    return processes.run(
         [sys.executable, str(ROOT / f"{script}.py"), *pinned(overrides)],
         cwd=cwd or ROOT,
         env=env or clean_env(),
-        capture_output=True,
-        text=True,
         timeout=timeout,
     )
 

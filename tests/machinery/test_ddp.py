@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import N_TEST
 from .helpers import (
     DOCS_STYLE,
     DOCS_STYLE_EVAL,
@@ -24,10 +25,6 @@ from .helpers import (
     run_entry,
 )
 
-# 89 test samples (a prime: no number of ranks divides it). With a batch of 32, rank 0 gets 45
-# in 2 batches and rank 1 gets 44; a padding sampler would score 90, one of them twice.
-N_TEST = 89
-
 
 def runs_under(log_dir: Path) -> list[Path]:
     """Every directory some process made a run of (metrics or not)."""
@@ -36,32 +33,12 @@ def runs_under(log_dir: Path) -> list[Path]:
     )
 
 
-@pytest.fixture(scope="module")
-def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`python train.py trainer.devices=2` with the default run directory and both loggers."""
-    log_dir = tmp_path_factory.mktemp("ddp_logs")
-    result = run_entry(
-        "train",
-        *DOCS_STYLE,
-        "trainer.devices=2",
-        "trainer.max_epochs=2",
-        f"data.test_size={N_TEST}",
-        "logger=default",  # CSV and wandb, whatever the project's default logger
-        env=clean_env(**{LOG_DIR_VAR: str(log_dir)}),
-        timeout=420,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert "Starting with 2 processes" in result.stdout + result.stderr
-    (log_dir / "stderr.txt").write_text(result.stderr)
-    return log_dir
-
-
 @pytest.mark.slow
 def test_two_devices_on_cpu_leave_one_run_directory_with_one_of_each_output(
-    ddp_run: Path,
+    ddp_docs_run: Path,
 ) -> None:
-    runs = runs_under(ddp_run)
-    assert len(runs) == 1, runs
+    runs = runs_under(ddp_docs_run.parents[2])  # the log folder
+    assert runs == [ddp_docs_run]
     run = runs[0]
     assert [p.name for p in run.rglob("metrics.json")] == ["metrics.json"]
     assert len(list((run / "wandb").glob("offline-run-*"))) == 1  # one wandb run, not one per rank
@@ -76,20 +53,20 @@ def test_two_devices_on_cpu_leave_one_run_directory_with_one_of_each_output(
 
 
 @pytest.mark.slow
-def test_ddp_does_not_warn_of_padding_it_does_not_do(ddp_run: Path) -> None:
+def test_ddp_does_not_warn_of_padding_it_does_not_do(ddp_docs_run: Path) -> None:
     """Lightning warns that its DistributedSampler repeats test samples; the strategy replaces
     that sampler (the test below), so the warning would only mislead."""
-    stderr = (ddp_run / "stderr.txt").read_text()
+    stderr = (ddp_docs_run.parents[3] / "stderr.txt").read_text()
     assert "Using `DistributedSampler` with the dataloaders" not in stderr
     assert "Starting with 2 processes" in stderr  # what Lightning says about the run stays
 
 
 @pytest.mark.slow
-def test_ddp_test_metrics_count_each_test_sample_once(ddp_run: Path, tmp_path: Path) -> None:
+def test_ddp_test_metrics_count_each_test_sample_once(ddp_docs_run: Path, tmp_path: Path) -> None:
     """The DDP run's test metrics equal a one-process evaluation of the same checkpoint, on a
     test set of prime size: the accuracy (torchmetrics) exactly, the loss (`self.log` with
     `sync_dist=True`, weighted by each rank's samples) to float precision."""
-    run = runs_under(ddp_run)[0]
+    run = ddp_docs_run
     ddp = read_metrics(run)
     best = next((run / "checkpoints").glob("epoch_*.ckpt"))
     result = run_entry(

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from . import processes
 from .helpers import DOCS_STYLE, ROOT, clean_env, pinned, read_metrics, run_entry
 
 # A team's own module and data (docs_style.py): 512 training samples, 256 per process,
@@ -91,7 +92,7 @@ def assert_same_as(run_dir: Path, reference: Path, csv_log: bool = True, exact_l
             same(row, reference_row)
 
 
-@pytest.mark.slow
+@pytest.mark.soak  # the slow tier resumes with CSV and wandb together (logger=default) below
 @pytest.mark.parametrize("logger", ["csv", "default", "wandb"])
 def test_a_two_process_run_resumes_exactly_with_each_logger(
     reference: Path, tmp_path: Path, logger: str
@@ -115,6 +116,7 @@ class Stop:
     step: int
     signum: int
     to_group: bool  # Ctrl-C in a terminal reaches every process; `kill <pid>` one
+    overrides: tuple[str, ...] = ()  # on the command line of the run that is stopped here
 
 
 # 10 SIGTERM and 10 Ctrl-C (SIGINT), in the middle of epochs, at the last batch of an epoch
@@ -127,16 +129,16 @@ CHAIN = [
 ] + [Stop("validation", 2 * STEPS, signal.SIGTERM, True)]
 
 
-def start_paused(args: list[str], marker: Path) -> subprocess.Popen[str]:
+def start_paused(
+    args: list[str], marker: Path, env: dict[str, str] | None = None
+) -> processes.Started:
     """Start `python train.py <args>` in a process group of its own; return once paused."""
-    process = subprocess.Popen(
+    process = processes.start(
         [sys.executable, str(ROOT / "train.py"), *pinned(args)],
         cwd=ROOT,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+        env=env or clean_env(),
+        new_session=True,
+        merge_stderr=True,
     )
     deadline = time.monotonic() + TIMEOUT
     while not marker.exists():
@@ -147,9 +149,7 @@ def start_paused(args: list[str], marker: Path) -> subprocess.Popen[str]:
     return process
 
 
-def signal_and_wait(
-    process: subprocess.Popen[str], signum: int, to_group: bool
-) -> tuple[float, str]:
+def signal_and_wait(process: processes.Started, signum: int, to_group: bool) -> tuple[float, str]:
     """Send the signal; return the seconds until the run exited, and its output. Fails if any
     process of the run is left."""
     started = time.monotonic()
@@ -178,21 +178,20 @@ def pause_at(stop: Stop, marker: Path) -> list[str]:
     ]
 
 
-@pytest.mark.slow
-def test_sigterm_and_ctrl_c_at_20_points_each_stop_cleanly_and_resume_exactly(
-    reference: Path, tmp_path: Path
+def stop_and_resume_along(
+    chain: list[Stop], reference: Path, tmp_path: Path, env: dict[str, str] | None = None
 ) -> None:
-    """One run stopped 20 times in a row and resumed after each stop: every stop exits 143 or
-    130 within seconds with the checkpoint of the step it landed on, and the run, resumed 20
-    times, ends bit-identical to the reference (the train loss to float32 precision, see
+    """One run stopped at each point of `chain` in turn and resumed after each stop: every stop
+    exits 143 or 130 within seconds with the checkpoint of the step it landed on, and the run
+    ends bit-identical to the reference (the train loss to float32 precision, see
     `assert_same_as`)."""
     run_dir = tmp_path / "run"
     report = []
-    for n, stop in enumerate(CHAIN):
+    for n, stop in enumerate(chain):
         marker = tmp_path / f"paused_{n}"
         first = n == 0
         args = [*BASE, f"hydra.run.dir={run_dir}"] if first else [f"resume={run_dir}"]
-        process = start_paused([*args, *pause_at(stop, marker)], marker)
+        process = start_paused([*args, *stop.overrides, *pause_at(stop, marker)], marker, env)
         seconds, output = signal_and_wait(process, stop.signum, stop.to_group)
         report.append(
             {
@@ -210,9 +209,31 @@ def test_sigterm_and_ctrl_c_at_20_points_each_stop_cleanly_and_resume_exactly(
     print("\n" + json.dumps(report, indent=1))
     (tmp_path / "signal_report.json").write_text(json.dumps(report, indent=1))
 
-    run_train(f"resume={run_dir}")  # after the last stop (in the last validation): the test
+    run_train(f"resume={run_dir}", env=env)  # after the last stop (in the last validation)
     assert_same_as(run_dir, reference, exact_loss=False)
     assert max(entry["seconds"] for entry in report) < 60
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_epoch_then_sigterm_in_validation_with_more_epochs_resume_exactly(
+    reference: Path, tmp_path: Path
+) -> None:
+    """A run asked for 1 epoch with CSV and wandb: Ctrl-C to every process mid-epoch; resumed
+    to 2 epochs, SIGTERM to the main process in the last validation; resumed again, it ends
+    as the 2-epoch reference, and wandb holds one offline run per part."""
+    chain = [
+        Stop("train", 5, signal.SIGINT, True, ("trainer.max_epochs=1", "logger=default")),
+        Stop("validation", 2 * STEPS, signal.SIGTERM, False, ("trainer.max_epochs=2",)),
+    ]
+    stop_and_resume_along(chain, reference, tmp_path, env=clean_env(HOME=str(tmp_path / "home")))
+    assert len(list((tmp_path / "run" / "wandb").glob("offline-run-*"))) == 3
+
+
+@pytest.mark.soak
+def test_sigterm_and_ctrl_c_at_20_points_each_stop_cleanly_and_resume_exactly(
+    reference: Path, tmp_path: Path
+) -> None:
+    stop_and_resume_along(CHAIN, reference, tmp_path)
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from my_project.machinery.devices.choice import DeviceChoice
 from my_project.machinery.doctor import explain, plan_devices
 from my_project.machinery.errors import UserError
 
+from . import processes
 from .helpers import DOCS_STYLE, LOG_DIR_VAR, ROOT, clean_env, compose_config, pinned, run_entry
 
 DOCTOR = [sys.executable, "-m", explain.__module__]
@@ -31,14 +32,7 @@ def quiet_env(log_dir: Path) -> dict[str, str]:
 
 
 def run_doctor(*overrides: str, log_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*DOCTOR, *overrides],
-        cwd=ROOT,
-        env=quiet_env(log_dir),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return processes.run([*DOCTOR, *overrides], cwd=ROOT, env=quiet_env(log_dir), timeout=300)
 
 
 def plan_rows(stdout: str) -> dict[str, str]:
@@ -94,9 +88,14 @@ def test_report_of_the_default_config_is_what_train_records(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_report_of_two_cpu_devices_is_the_two_process_ddp_run_train_records(
-    tmp_path: Path,
+    ddp_docs_run: Path, tmp_path: Path
 ) -> None:
-    plan, why, record = report_then_train([*ON_CPU, "trainer.devices=2"], tmp_path)
+    """The doctor's plan for `trainer.devices=2`, against the session's 2-process run."""
+    report = run_doctor(*pinned([*DOCS_STYLE, *ON_CPU, "trainer.devices=2"]), log_dir=tmp_path)
+    assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-3000:]
+    plan = plan_rows(report.stdout)
+    why = next(line for line in report.stdout.splitlines() if line.startswith("Why: "))
+    record = json.loads((ddp_docs_run / "run_info.json").read_text())
     assert_plan_matches_record(plan, record)
     assert (plan["accelerator"], plan["processes"]) == ("cpu", "2")
     assert plan["strategy"] == "HydraDDPStrategy (gloo, start_method=popen)"

@@ -13,7 +13,6 @@ sliced on the device.
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from . import processes
 from .helpers import DOCS_STYLE, ON_CPU, ROOT, clean_env, read_metrics, run_entry
 
 # 2 epochs of 16 batches; last.ckpt every 5 steps and at each epoch end.
@@ -42,9 +42,9 @@ DATA = {
 }
 
 
-def start_paused_run(run_dir: Path, marker: Path, *extra: str) -> subprocess.Popen[str]:
+def start_paused_run(run_dir: Path, marker: Path, *extra: str) -> processes.Started:
     """Start training; return once it is paused after step PAUSE_STEP (mid-epoch)."""
-    process = subprocess.Popen(
+    process = processes.start(
         [
             sys.executable,
             str(ROOT / "train.py"),
@@ -57,9 +57,7 @@ def start_paused_run(run_dir: Path, marker: Path, *extra: str) -> subprocess.Pop
         ],
         cwd=ROOT,
         env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        merge_stderr=True,
     )
     deadline = time.monotonic() + 300
     while not marker.exists():
@@ -72,7 +70,7 @@ def start_paused_run(run_dir: Path, marker: Path, *extra: str) -> subprocess.Pop
     return process
 
 
-def stop(process: subprocess.Popen[str], signum: int) -> tuple[int, str]:
+def stop(process: processes.Started, signum: int) -> tuple[int, str]:
     process.send_signal(signum)
     output, _ = process.communicate(timeout=300)
     return process.returncode, output

@@ -18,6 +18,7 @@ from my_project.machinery.reliability.resume import (
 )
 from my_project.machinery.reliability.run_dir import unique_dir
 
+from . import processes
 from .helpers import DOCS_STYLE, ON_CPU, ROOT, clean_env, read_metrics
 
 
@@ -49,17 +50,7 @@ def test_two_runs_started_at_once_write_to_different_directories(tmp_path: Path)
         "debug=fdr",
         f"paths.log_dir={tmp_path}",
     ]
-    runs = [
-        subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=clean_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    runs = [processes.start(command, cwd=ROOT, env=clean_env()) for _ in range(2)]
     for run in runs:
         _, err = run.communicate(timeout=300)
         assert run.returncode == 0, err[-3000:]

@@ -7,7 +7,6 @@ test_ddp_lifecycle.py.
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 from my_project.machinery.reliability import signals
 
+from . import processes
 from .helpers import DOCS_STYLE, ROOT, clean_env, pinned, read_metrics, run_entry
 
 RUN = [*DOCS_STYLE, "trainer.max_epochs=1", "logger=csv", "trainer.deterministic=true", "seed=7"]
@@ -24,7 +24,7 @@ RUN = [*DOCS_STYLE, "trainer.max_epochs=1", "logger=csv", "trainer.deterministic
 @pytest.mark.slow
 def test_ctrl_c_between_fit_and_test_exits_130_and_resume_runs_the_test(tmp_path: Path) -> None:
     run_dir, marker = tmp_path / "run", tmp_path / "paused"
-    process = subprocess.Popen(
+    process = processes.start(
         [
             sys.executable,
             str(ROOT / "train.py"),
@@ -40,9 +40,7 @@ def test_ctrl_c_between_fit_and_test_exits_130_and_resume_runs_the_test(tmp_path
         ],
         cwd=ROOT,
         env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        merge_stderr=True,
     )
     while not marker.exists():
         assert process.poll() is None, process.communicate()[0][-3000:]

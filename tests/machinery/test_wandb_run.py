@@ -7,30 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import DOCS_STYLE, clean_env, read_metrics, run_entry
+from .conftest import DDP_GROUP, DDP_TAGS
+from .helpers import read_metrics
 from .wandb_run import WandbRun, offline_runs, read_wandb_run
 
 
 @pytest.fixture(scope="module")
-def ddp_wandb_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, WandbRun]:
-    root = tmp_path_factory.mktemp("wandb_ddp")
-    home, run_dir = root / "home", root / "run"
-    home.mkdir()
-    result = run_entry(
-        "train",
-        *DOCS_STYLE,
-        "trainer.max_epochs=2",
-        "trainer.strategy=ddp",
-        "trainer.devices=2",
-        "logger=wandb",
-        "tags=[docs,smoke]",
-        "logger.wandb.group=my-group",
-        f"hydra.run.dir={run_dir}",
-        cwd=root,
-        env=clean_env(HOME=str(home)),
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir, read_wandb_run(offline_runs(run_dir)[0])
+def ddp_wandb_run(ddp_docs_run: Path) -> tuple[Path, WandbRun]:
+    """The session's 2-process run on the docs-style module (conftest.py), with wandb."""
+    return ddp_docs_run, read_wandb_run(offline_runs(ddp_docs_run)[0])
 
 
 @pytest.mark.slow
@@ -38,7 +23,8 @@ def test_ddp_training_makes_exactly_one_wandb_run(
     ddp_wandb_run: tuple[Path, WandbRun],
 ) -> None:
     run_dir, run = ddp_wandb_run
-    everywhere = list(run_dir.parent.rglob("offline-run-*")) + list(run_dir.parent.rglob("run-*"))
+    root = run_dir.parents[3]  # where the run started (its working directory), HOME, logs
+    everywhere = list(root.rglob("offline-run-*")) + list(root.rglob("run-*"))
     assert [p.name for p in everywhere if p.is_dir()] == [run.directory.name]
     assert run.exit_code == 0
 
@@ -48,12 +34,12 @@ def test_run_config_is_the_resolved_config_with_tags_and_group(
     ddp_wandb_run: tuple[Path, WandbRun],
 ) -> None:
     run_dir, run = ddp_wandb_run
-    assert run.tags == ["docs", "smoke"] and run.group == "my-group"
+    assert run.tags == DDP_TAGS and run.group == DDP_GROUP
     assert run.config["paths"]["output_dir"] == str(run_dir)  # resolved, not `${hydra:...}`
     assert run.config["model"]["lr"] == 0.01
     assert run.config["model"]["num_features"] == 16  # was `${data.num_features}`
-    assert (run.config["trainer"]["strategy"], run.config["trainer"]["devices"]) == ("ddp", 2)
-    assert run.config["tags"] == ["docs", "smoke"]
+    assert run.config["trainer"]["devices"] == 2
+    assert run.config["tags"] == DDP_TAGS
 
 
 @pytest.mark.slow

@@ -109,10 +109,24 @@ def test_the_template_is_found_without_proc_or_pwd_however_it_is_fetched(
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     project = out / "acme-vision"
     files = project_files(project)
-    files.pop(".cruft.json", None)
+    state = json.loads(files.pop(".cruft.json", "null"))
     assert files == rendered(gen, template, project)
     if source != "zip":  # cookiecutter unpacks with zipfile, which drops permission bits
         assert (project / ".ci" / "run").stat().st_mode & 0o111
+    # `make update` knows where the project came from, however it was made from git.
+    origin = {
+        "relative path": (str((sources / "template").resolve()), None),
+        "git URL": (f"file://{sources / 'template.git'}", None),
+        "zip": None,  # no git history: nothing to update from
+        "--directory": (str((sources / "monorepo").resolve()), SUBDIR),
+        "cruft --directory": (str(sources / "monorepo"), SUBDIR),
+    }[source]
+    if origin is None:
+        assert state is None
+    else:
+        assert (state["template"], state["directory"]) == origin
+        assert state["context"]["cookiecutter"]["package_name"] == "acme_vision"
+        assert len(state["commit"]) == 40
 
 
 def cruft_create(repo: Path, out: Path, **answers: str) -> Path:
@@ -167,6 +181,44 @@ def test_cruft_create_then_make_update_brings_template_changes_renamed(
         json.loads((project / ".cruft.json").read_text())["commit"]
         == git(repo, "rev-parse", "HEAD").strip()
     )
+
+
+def test_a_project_cookiecutter_made_from_git_updates_with_make_update(
+    gen: ModuleType, template: object, tmp_path: Path, cc_config: Path
+) -> None:
+    """Not only cruft's: the generator records the template and commit as cruft would."""
+    repo = snapshot_repo(tmp_path / "template")
+    out = tmp_path / "OUT"
+    made = subprocess.run(
+        cookiecutter_cli(
+            cc_config, f"git+file://{repo}", "-o", str(out), "project_name=Acme Vision"
+        ),
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    project = out / "acme-vision"
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "generated")
+    (repo / "src" / "my_project" / "extra.py").write_text('NAME = "my_project"\n')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "extra module")
+    updated = make_update(project)
+    assert updated.returncode == 0, updated.stdout[-2000:] + updated.stderr[-3000:]
+    assert (project / "src" / "acme_vision" / "extra.py").read_text() == 'NAME = "acme_vision"\n'
+
+
+def test_make_update_without_a_template_history_says_how_to_link_one(
+    gen: ModuleType, template: object, tmp_path: Path
+) -> None:
+    project = tmp_path / "acme-vision"
+    gen.write(gen.render(template, ACME), project)  # as a zip of the template makes it
+    result = make_update(project)
+    assert result.returncode == 2
+    assert "no .cruft.json" in result.stdout and "cruft link" in result.stdout
 
 
 def test_make_update_that_conflicts_exits_nonzero_naming_the_file(tmp_path: Path) -> None:
