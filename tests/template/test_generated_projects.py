@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import ROOT, layered_venv, run_cookiecutter_cli, subprocess_env
+from .conftest import ROOT, layered_venv, make_in, run_cookiecutter_cli, subprocess_env
 from .expected import CHOICES
 from .test_generation import LONG_NAME
 
@@ -83,7 +83,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return base, python
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.parametrize("slug", list(SUITES))
 def test_generated_project_passes_its_own_quick_tests(
     installed: tuple[Path, Path], slug: str
@@ -110,14 +110,14 @@ def test_generated_project_passes_its_own_quick_tests(
     assert script.returncode == 0 and "== Configuration groups ==" in script.stdout
 
     start = time.perf_counter()
-    tests = run(python, "-m", "pytest", "-m", "not slow", "-q", "-p", "no:cacheprovider")
+    tests = make_in(project, "test-fast", "ARGS=-q -p no:cacheprovider", venv=python.parents[1])
     print(f"{slug}: its make test-fast in {time.perf_counter() - start:.0f} s")
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout and "failed" not in tests.stdout
     assert "tests/template" not in tests.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_a_generated_project_keeps_the_bring_your_own_contract(
     installed: tuple[Path, Path],
 ) -> None:
@@ -261,7 +261,7 @@ def _replace_examples_with_a_teams_module(project: Path, package: str) -> None:
         path.write_text(text)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_deleting_the_examples_leaves_the_machinery_tests_passing(
     installed: tuple[Path, Path],
 ) -> None:
@@ -313,7 +313,7 @@ def test_deleting_the_examples_leaves_the_machinery_tests_passing(
     assert len(csv.read_text().splitlines()) == 1 + 89
 
     start = time.perf_counter()
-    tests = run(python, "-m", "pytest", "-m", "not slow", "-q", "-p", "no:cacheprovider")
+    tests = make_in(project, "test-fast", "ARGS=-q -p no:cacheprovider", venv=python.parents[1])
     print(f"examples replaced: make test-fast in {time.perf_counter() - start:.0f} s")
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout and "failed" not in tests.stdout

@@ -189,6 +189,7 @@ def check_project(files: dict[str, object], answers: dict[str, object]) -> None:
         assert f'python-version: "{answers["python_version"]}"' in texts[CI_WORKFLOW]
 
 
+@pytest.mark.soak
 def test_the_covering_set_generates_lint_clean_projects_that_carry_their_answers(
     gen: ModuleType, template: object, tmp_path: Path
 ) -> None:
