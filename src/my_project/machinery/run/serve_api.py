@@ -79,9 +79,12 @@ def request_inputs(body: bytes | Any, signature: InputSignature) -> tuple[np.nda
         array = np.asarray(payload["inputs"])
     except ValueError as error:
         raise BadRequest(
-            422, f"The request's inputs are not an array ({str(error).splitlines()[0]}): {send}."
+            422, f"The request's inputs are not an array (lists of unequal lengths): {send}."
         ) from error
-    single = array.shape == signature.shape
+    shape = signature.shape  # one input alone, as input_batch takes it (also (H, W) for (1, H, W))
+    single = array.shape == shape or (
+        len(shape) == 3 and shape[0] == 1 and array.shape == shape[1:]
+    )
     try:
         inputs = input_batch(array, signature.shape, "The request")
     except UserError as error:
