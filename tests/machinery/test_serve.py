@@ -48,7 +48,7 @@ class AnswersWithATuple(LitClassifier):
         return self(batch[0]), None
 
 
-def test_inputs() -> np.ndarray:
+def split_inputs() -> np.ndarray:
     data = LitDataModule()
     data.setup("test")
     return data.test_set.tensors[0].numpy()
@@ -93,7 +93,7 @@ def server(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def test_answers_equal_predict_py_on_the_same_inputs(
     checkpoint: Path, server: Server, tmp_path: Path
 ) -> None:
-    inputs = test_inputs()
+    inputs = split_inputs()
     np.save(tmp_path / "x.npy", inputs)
     result = run_entry(
         "predict",
@@ -159,7 +159,7 @@ def test_bad_requests_get_a_4xx_and_one_sentence_and_the_server_goes_on(server: 
 def test_a_bad_request_fails_alone_among_concurrent_good_ones(server: Server) -> None:
     """LitServe answers a failure in its worker with a 500 for the whole batch; bad requests
     are refused before they join one."""
-    inputs = test_inputs()
+    inputs = split_inputs()
     payloads = [{"inputs": inputs[i].tolist()} for i in range(24)]
     payloads += [{"inputs": [[1.0, 2.0]]}, {"inputs": ["x"] * 16}] * 12
     with ThreadPoolExecutor(max_workers=16) as pool:
@@ -180,7 +180,7 @@ def test_info_says_what_to_send(server: Server, checkpoint: Path) -> None:
 def test_eight_clients_of_200_requests_lose_none(checkpoint: Path, server: Server) -> None:
     """Concurrent clients, batched by the server: every request answered, each with its own
     inputs' answer. Prints the throughput and latency (run with -s to see them)."""
-    inputs = test_inputs()
+    inputs = split_inputs()
     expected = logits(checkpoint, inputs)
     # one input alone, or a few at once
     payloads: list[dict[str, Any]] = [{"inputs": inputs[i].tolist()} for i in range(60)]
@@ -301,7 +301,7 @@ def test_the_worker_answers_each_request_of_a_batch_with_its_own_rows(
         f"{__name__}.WithItsOwnPredictStep", str(own_step_checkpoint), signature, True
     )
     api.setup("cpu")
-    inputs = test_inputs()
+    inputs = split_inputs()
     requests = [{"inputs": inputs[0].tolist()}, {"inputs": inputs[1:4].tolist()}]
     contexts: list[dict[str, Any]] = [{}, {}]
     decoded = [api.decode_request(r, c) for r, c in zip(requests, contexts, strict=True)]
