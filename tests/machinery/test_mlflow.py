@@ -177,3 +177,11 @@ def test_credentials_in_a_tracking_uri_are_not_shown() -> None:
         "https://mlflow.example.org:8443/x"
     )
     assert shown_uri("sqlite:////tmp/mlflow.db") == "sqlite:////tmp/mlflow.db"
+
+
+def test_a_missing_optional_dependency_names_the_extra_to_install() -> None:
+    from my_project.machinery.errors import require_extra
+
+    require_extra(("json",), "serve", "serve.py")
+    with pytest.raises(UserError, match=r"needs no_such_module_27, .* the project's `serve` extra"):
+        require_extra(("json", "no_such_module_27"), "serve", "serve.py")

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 from lightning.pytorch.utilities import rank_zero_info
 
-from ..errors import UserError
+from ..errors import UserError, require_extra
 from .wandb import wandb_reachable
 
 
@@ -42,6 +42,7 @@ def mlflow_logger(
     """
     from lightning.pytorch.loggers import MLFlowLogger
 
+    require_extra(("mlflow",), "mlflow", "logger=mlflow")
     # MLflow logs each step of creating a store at INFO; its warnings and errors still show.
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None

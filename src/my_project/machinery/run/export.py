@@ -27,7 +27,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ..errors import UserError
+from ..errors import UserError, require_extra
 from . import entry
 from .checkpoint_config import use_checkpoint_run
 
@@ -36,6 +36,7 @@ FORMATS = ("onnx",)
 
 def export(cfg: DictConfig) -> Path:
     """Load the checkpoint's model, export it, check the file; return its path."""
+    require_extra(("onnx", "onnxscript", "onnxruntime"), "export", "export.py format=onnx")
     import torch
 
     from .. import preflight

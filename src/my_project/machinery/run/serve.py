@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ..errors import UserError
+from ..errors import UserError, require_extra
 from . import entry
 from .checkpoint_config import use_checkpoint_run
 
@@ -29,6 +29,7 @@ HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
 
 def serve(cfg: DictConfig) -> None:
     """Check, load the checkpoint's model, and serve it until stopped."""
+    require_extra(("litserve",), "serve", "serve.py")
     import litserve as ls
 
     from .. import preflight
