@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -248,7 +251,7 @@ def _replace_examples_with_a_teams_module(project: Path, package: str) -> None:
     for rel, text in TEAM_FILES.items():
         (project / rel).parent.mkdir(exist_ok=True)
         (project / rel).write_text(text.format(package=package))
-    for entry in ("train", "eval", "predict"):
+    for entry in ("train", "eval", "predict", "serve", "export"):
         path = project / "configs" / f"{entry}.yaml"
         text = path.read_text()
         assert "  - data: digits\n" in text and "  - model: classifier\n" in text, entry
@@ -261,14 +264,54 @@ def _replace_examples_with_a_teams_module(project: Path, package: str) -> None:
         path.write_text(text)
 
 
+def _serve_one_request(python: Path, project: Path, best: Path, inputs: list) -> dict:
+    """`python serve.py ckpt_path=<best>` in ``project`` on a free localhost port: the answer
+    to one request, then the server stopped (SIGTERM)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [str(python), "serve.py", f"ckpt_path={best}", f"port={port}"],
+        cwd=project,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert server.poll() is None, server.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "serve.py not ready in 180 s"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as ok:
+                    if ok.read() == b"ok":
+                        break
+            except OSError:
+                time.sleep(0.25)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/predict",
+            data=json.dumps({"inputs": inputs}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.load(answer)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        output = server.communicate(timeout=120)[0]
+        assert server.returncode == 143, output[-3000:]
+
+
 @pytest.mark.soak
 def test_deleting_the_examples_leaves_the_machinery_tests_passing(
     installed: tuple[Path, Path],
 ) -> None:
     """A team replaces the example model, data, configs and tests of a generated project with
-    its own docs-style module: `python train.py`, `eval.py` and `predict.py` as the README
-    writes them run the team's module (in a project whose trainer runs 2 processes), and the
-    project's quick tests (the machinery's and the team's) all pass."""
+    its own docs-style module: `python train.py`, `eval.py`, `predict.py`, `export.py` and
+    `serve.py` as the README writes them run the team's module (in a project whose trainer
+    runs 2 processes), and the project's quick tests (the machinery's and the team's) all
+    pass."""
     base, _ = installed
     project = base / "examples-deleted"
     shutil.copytree(base / "deep-sea-survey", project, ignore=shutil.ignore_patterns("*.egg-info"))
@@ -311,6 +354,13 @@ def test_deleting_the_examples_leaves_the_machinery_tests_passing(
     assert predicted.returncode == 0, predicted.stdout[-3000:] + predicted.stderr[-3000:]
     csv = next((project / "logs" / "predict" / "runs").rglob("predictions.csv"))
     assert len(csv.read_text().splitlines()) == 1 + 89
+    # after training, as the README writes it: export, and serve (one request)
+    exported = run(python, "export.py", f"ckpt_path={best}", "format=onnx")
+    assert exported.returncode == 0, exported.stdout[-3000:] + exported.stderr[-3000:]
+    assert "on the 89 inputs of the test split" in exported.stdout
+    assert next((project / "logs" / "export" / "runs").rglob("model.onnx")).is_file()
+    served = _serve_one_request(python, project, best, [0.5] * 16)
+    assert list(served) == ["output"] and len(served["output"]) == 4
 
     start = time.perf_counter()
     tests = make_in(project, "test-fast", "ARGS=-q -p no:cacheprovider", venv=python.parents[1])

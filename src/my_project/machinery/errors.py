@@ -78,3 +78,16 @@ def _with_hint(message: str) -> str:
             "your module logs, e.g. `monitor=val_loss monitor_mode=min`."
         )
     return message
+
+
+def require_extra(modules: tuple[str, ...], extra: str, what: str) -> None:
+    """A :class:`UserError` naming the extra to install when one of ``modules`` (optional
+    dependencies, e.g. LitServe for serve.py) is not installed, instead of an ImportError."""
+    import importlib.util
+
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(
+            f"{what} needs {', '.join(missing)}, which this environment does not have: install "
+            f'the project\'s `{extra}` extra (`pip install -e ".[{extra}]"`, also in `dev`).'
+        )

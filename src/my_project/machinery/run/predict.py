@@ -209,9 +209,19 @@ def load_inputs(path: str | Path, in_shape: Sequence[int] | None = None) -> np.n
             f"input_path={path} is not a readable .npy file ({error}). Write the inputs with "
             f"`numpy.save(path, inputs)`, an array of numbers shaped {expected}."
         ) from error
+    return input_batch(array, in_shape, f"input_path={path}")
+
+
+def input_batch(array: Any, in_shape: Sequence[int] | None, source: str) -> np.ndarray:
+    """``array`` as float32 inputs shaped ``(N, *in_shape)`` (see :func:`load_inputs`), or a
+    :class:`UserError` naming ``source`` (``input_path=x.npy``; serve.py: the request)."""
+    import numpy as np
+
+    shape = tuple(int(n) for n in in_shape) if in_shape is not None else None
+    expected = f"(N, {', '.join(map(str, shape))})" if shape is not None else "(N, ...)"
     if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
         raise UserError(
-            f"input_path={path} holds {getattr(array, 'dtype', type(array))} data, not numbers; "
+            f"{source} holds {getattr(array, 'dtype', type(array))} data, not numbers; "
             f"save the inputs as an array of numbers shaped {expected}."
         )
     if shape is not None:
@@ -223,12 +233,12 @@ def load_inputs(path: str | Path, in_shape: Sequence[int] | None = None) -> np.n
         if array.shape[1:] != shape:
             hint = f" or (N, {', '.join(map(str, shape[1:]))})" if one_channel else ""
             raise UserError(
-                f"input_path={path} holds an array of shape {tuple(array.shape)}, but the model in "
-                f"this checkpoint takes inputs of shape {shape}. Pass a non-empty array shaped "
+                f"{source} holds an array of shape {tuple(array.shape)}, but the model in "
+                f"this checkpoint takes inputs of shape {shape}: pass a non-empty array shaped "
                 f"{expected}{hint}, preprocessed as in training."
             )
     if array.ndim == 0 or len(array) == 0:
-        raise UserError(f"input_path={path} holds no inputs; pass an array shaped {expected}.")
+        raise UserError(f"{source} holds no inputs; pass an array shaped {expected}.")
     return array.astype(np.float32)
 
 

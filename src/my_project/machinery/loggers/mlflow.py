@@ -1,0 +1,67 @@
+"""MLflow, with no server to start: a store in the run directory, or the tracking server that
+``MLFLOW_TRACKING_URI`` names.
+
+Lightning's ``MLFlowLogger`` logs the parameters (the run's config, masked, as `record.start`
+gives it to every logger, plus the model's hyperparameters) and the metrics; the config file
+and the best checkpoint go up as artifacts with `callbacks/mlflow_artifacts`. Under DDP only
+rank 0 logs (Lightning's ``rank_zero_experiment``): one MLflow run per training.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from lightning.pytorch.utilities import rank_zero_info
+
+from ..errors import UserError, require_extra
+from .wandb import wandb_reachable
+
+
+def shown_uri(uri: str) -> str:
+    """``uri`` without the user and password a tracking URI may hold (``http://u:p@host``)."""
+    parsed = urlparse(uri)
+    if parsed.password is None and parsed.username is None:
+        return uri
+    host = parsed.hostname or ""
+    return parsed._replace(netloc=f"{host}:{parsed.port}" if parsed.port else host).geturl()
+
+
+def mlflow_logger(
+    save_dir: str, tracking_uri: str | None = None, tags: Any = None, **kwargs: Any
+) -> Any:
+    """An ``MLFlowLogger`` for ``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else a local
+    store in ``save_dir`` (``mlflow.db``, artifacts in ``mlartifacts/``: `mlflow ui
+    --backend-store-uri sqlite:///<save_dir>/mlflow.db` shows it).
+
+    A tracking server that does not answer is a :class:`UserError` at once: MLflow itself
+    retries for minutes, then fails the run. ``tags`` may be a list (the config's ``tags``):
+    each becomes an MLflow tag of value ``true``.
+    """
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    require_extra(("mlflow",), "mlflow", "logger=mlflow")
+    # MLflow logs each step of creating a store at INFO; its warnings and errors still show.
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None
+    if uri is None:
+        store = Path(save_dir).resolve()
+        store.mkdir(parents=True, exist_ok=True)
+        uri = f"sqlite:///{store / 'mlflow.db'}"
+        kwargs.setdefault("artifact_location", str(store / "mlartifacts"))
+        rank_zero_info(f"MLflow: logging to {store / 'mlflow.db'} (no MLFLOW_TRACKING_URI set).")
+    else:
+        if urlparse(uri).scheme in ("http", "https"):
+            unreachable = wandb_reachable(uri)  # a TCP check, nothing wandb-specific
+            if unreachable:
+                raise UserError(
+                    f"The MLflow tracking server {shown_uri(uri)} cannot be reached "
+                    f"({unreachable}). Start it, or unset MLFLOW_TRACKING_URI to log into the run "
+                    "directory (or pick another logger, e.g. logger=csv)."
+                )
+        rank_zero_info(f"MLflow: logging to {shown_uri(uri)}.")
+    if isinstance(tags, (list, tuple)) or (tags is not None and not hasattr(tags, "items")):
+        tags = {str(tag): "true" for tag in tags}
+    return MLFlowLogger(tracking_uri=uri, tags=dict(tags) if tags else None, **kwargs)

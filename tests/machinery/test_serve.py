@@ -1,0 +1,338 @@
+"""`python serve.py ckpt_path=...` for a team's module: a real LitServe server on a free
+localhost port, real HTTP requests. Its answers are predict.py's for the same inputs; a bad
+request gets a 4xx and one sentence, alone, and the server goes on; a bounded load of
+concurrent clients loses nothing; a signal stops the server and every process it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+from my_project.machinery.errors import UserError
+from my_project.machinery.run.input_signature import InputSignature
+from my_project.machinery.run.serve import (
+    check_model_answers,
+    check_server_values,
+    serving_devices,
+)
+from my_project.machinery.run.serve_api import CheckpointAPI, request_inputs
+
+from .docs_style import LitClassifier, LitDataModule
+from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, FAST, compose_config, run_entry
+from .serving import HOST, Server, group_alive, load, serving
+
+MAX_REQUEST_BYTES = 40_000
+
+
+class WithItsOwnPredictStep(LitClassifier):
+    def predict_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
+        probabilities = torch.softmax(self(batch[0]), dim=1)
+        return {"label": probabilities.argmax(dim=1), "score": probabilities}
+
+
+class AnswersWithATuple(LitClassifier):
+    def predict_step(self, batch: Any, batch_idx: int) -> Any:
+        return self(batch[0]), None
+
+
+def split_inputs() -> np.ndarray:
+    data = LitDataModule()
+    data.setup("test")
+    return data.test_set.tensors[0].numpy()
+
+
+def logits(checkpoint: Path, inputs: np.ndarray) -> np.ndarray:
+    model = LitClassifier.load_from_checkpoint(checkpoint).eval()
+    with torch.no_grad():
+        return model(torch.from_numpy(inputs)).numpy()
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("serve_train")
+    result = run_entry("train", *DOCS_STYLE, *FAST, "logger=none", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return next((run_dir / "checkpoints").glob("epoch_*.ckpt"))
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for the tests that only send requests; stopped by SIGTERM at the end, which
+    must end it and every process it started."""
+    run_dir = tmp_path_factory.mktemp("serve_run")
+    with serving(
+        *DOCS_STYLE_EVAL,
+        f"ckpt_path={checkpoint}",
+        f"max_request_bytes={MAX_REQUEST_BYTES}",
+        f"hydra.run.dir={run_dir}",
+    ) as running:
+        yield running
+        code, output = running.stop(signal.SIGTERM)
+        assert code == 143 and "Stopped by SIGTERM." in output, output[-3000:]
+        assert "Traceback" not in output, output[-3000:]
+        deadline = time.monotonic() + 30
+        while group_alive(running.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not group_alive(running.process.pid), "a process of the server outlived it"
+
+
+@pytest.mark.slow
+def test_answers_equal_predict_py_on_the_same_inputs(
+    checkpoint: Path, server: Server, tmp_path: Path
+) -> None:
+    inputs = split_inputs()
+    np.save(tmp_path / "x.npy", inputs)
+    result = run_entry(
+        "predict",
+        *DOCS_STYLE_EVAL,
+        f"ckpt_path={checkpoint}",
+        f"input_path={tmp_path / 'x.npy'}",
+        f"hydra.run.dir={tmp_path / 'predict'}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = (tmp_path / "predict" / "predictions.csv").read_text().splitlines()
+    assert rows[0] == "index,output_0,output_1,output_2,output_3"
+    written = np.array([[float(v) for v in row.split(",")[1:]] for row in rows[1:]])
+
+    status, answer = server.predict({"inputs": inputs.tolist()})  # all 89 in one request
+    assert status == 200 and list(answer) == ["output"]
+    served = np.array(answer["output"])
+    assert served.shape == (89, 4)
+    assert np.abs(served - written).max() <= 1e-6  # predict.py writes 6 decimals
+    assert np.abs(served - logits(checkpoint, inputs)).max() <= 1e-5
+
+    status, one = server.predict({"inputs": inputs[7].tolist()})  # one input alone: its row
+    assert status == 200 and np.array(one["output"]).shape == (4,)
+    assert np.abs(np.array(one["output"]) - served[7]).max() <= 1e-5
+
+
+def _sentence(status: int, body: bytes) -> str:
+    detail = json.loads(body)["detail"]
+    assert isinstance(detail, str) and detail.endswith("."), (status, detail)
+    assert not re.search(r"[.:]\s+[A-Z]", detail[:-1]), f"more than one sentence: {detail}"
+    return detail
+
+
+@pytest.mark.slow
+def test_bad_requests_get_a_4xx_and_one_sentence_and_the_server_goes_on(server: Server) -> None:
+    json_type = {"Content-Type": "application/json"}
+    row = [0.5] * 16
+    cases = [
+        (b"inputs=1", {"Content-Type": "application/x-www-form-urlencoded"}, 415, "form data"),
+        (b"{inputs: [1, 2]}", json_type, 400, "not JSON"),
+        (b'{"inputs": [NaN' + b", 1" * 15 + b"]}", json_type, 400, "NaN is not a JSON number"),
+        (json.dumps({"inputs": [[1, 2]]}).encode(), json_type, 422, "shape (1, 2)"),
+        (json.dumps({"inputs": [row, row[:3]]}).encode(), json_type, 422, "not an array"),
+        (json.dumps({"inputs": ["a"] * 16}).encode(), json_type, 422, "not numbers"),
+        (json.dumps({"inputs": []}).encode(), json_type, 422, "shape (0,)"),
+        (json.dumps({"input": row}).encode(), json_type, 422, "keys ['input']"),
+        (json.dumps([row]).encode(), json_type, 422, "JSON list"),
+        (json.dumps({"inputs": [row] * 2000}).encode(), json_type, 413, "max_request_bytes"),
+    ]
+    for body, headers, expected, fragment in cases:
+        status, answer = server.request("POST", "/predict", body, headers)
+        assert status == expected, (body[:60], status, answer)
+        detail = _sentence(status, answer)
+        assert fragment in detail, detail
+        if expected == 422 and "shape" in fragment:
+            assert "(N, 16)" in detail
+    status, answer = server.predict({"inputs": row})
+    assert status == 200 and len(answer["output"]) == 4
+    status, health = server.request("GET", "/health")
+    assert (status, health) == (200, b"ok")
+
+
+@pytest.mark.slow
+def test_a_bad_request_fails_alone_among_concurrent_good_ones(server: Server) -> None:
+    """LitServe answers a failure in its worker with a 500 for the whole batch; bad requests
+    are refused before they join one."""
+    inputs = split_inputs()
+    payloads = [{"inputs": inputs[i].tolist()} for i in range(24)]
+    payloads += [{"inputs": [[1.0, 2.0]]}, {"inputs": ["x"] * 16}] * 12
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        answers = list(pool.map(server.predict, payloads))
+    assert [status for status, _ in answers] == [200] * 24 + [422] * 24
+
+
+@pytest.mark.slow
+def test_info_says_what_to_send(server: Server, checkpoint: Path) -> None:
+    status, body = server.request("GET", "/info")
+    assert status == 200
+    model = json.loads(body)["model"]
+    assert model["model"] == "LitClassifier" and model["checkpoint"] == str(checkpoint)
+    assert model["request"] == 'POST /predict {"inputs": [...]}, inputs shaped (N, 16) float32'
+
+
+@pytest.mark.slow
+def test_eight_clients_of_200_requests_lose_none(checkpoint: Path, server: Server) -> None:
+    """Concurrent clients, batched by the server: every request answered, each with its own
+    inputs' answer. Prints the throughput and latency (run with -s to see them)."""
+    inputs = split_inputs()
+    expected = logits(checkpoint, inputs)
+    # one input alone, or a few at once
+    payloads: list[dict[str, Any]] = [{"inputs": inputs[i].tolist()} for i in range(60)]
+    payloads += [{"inputs": inputs[i : i + 3].tolist()} for i in range(60, 86)]
+
+    def check(payload: dict[str, Any], status: int, answer: Any) -> str | None:
+        if status != 200:
+            return f"status {status}: {answer}"
+        rows = np.array(payload["inputs"], dtype=np.float32).reshape(-1, 16)
+        index = [int(np.flatnonzero((inputs == r).all(axis=1))[0]) for r in rows]
+        got = np.array(answer["output"]).reshape(len(rows), 4)
+        if np.abs(got - expected[index]).max() > 1e-5:
+            return f"wrong answer for inputs {index}"
+        return None
+
+    result = load(server, payloads, clients=8, per_client=200, check=check)
+    print(f"\nserve.py, docs-style module on this machine: {result.summary()}")
+    assert result.failures == [] and len(result.latencies) == 8 * 200
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_terminal_stops_the_server_and_every_process(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C reaches every process of the terminal's group at once."""
+    with serving(
+        *DOCS_STYLE_EVAL, f"ckpt_path={checkpoint}", f"hydra.run.dir={tmp_path}"
+    ) as running:
+        os.killpg(running.process.pid, signal.SIGINT)
+        running.process.wait(timeout=60)
+        running._reader.join(timeout=10)
+        output = "".join(running.output)
+        assert running.process.returncode == 130 and "Stopped by Ctrl-C." in output, output[-3000:]
+        assert "Traceback" not in output, output[-3000:]
+        deadline = time.monotonic() + 30
+        while group_alive(running.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not group_alive(running.process.pid)
+        with socket.socket() as probe:  # the port is free again
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((HOST, running.port))
+
+
+@pytest.mark.slow
+def test_a_port_in_use_is_one_paragraph_and_leaves_no_run_dir(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind((HOST, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_entry(
+            "serve",
+            *DOCS_STYLE_EVAL,
+            f"ckpt_path={checkpoint}",
+            f"port={port}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert f"Error: port={port} on 127.0.0.1 cannot be used" in " ".join(result.stderr.split())
+    assert not (tmp_path / "run").exists()
+
+
+# -- in-process: the checks at start-up and the API LitServe runs in its worker --------------
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("host=example.org", "host=example.org is not one LitServe binds to"),
+        ("port=80", "port=80 is not a port from 1024 to 65535"),
+        ("max_batch_size=0", "max_batch_size=0 is not a whole number of at least 1"),
+        ("batch_timeout=-1", "batch_timeout=-1 is not a number of seconds"),
+    ],
+)
+def test_server_values_are_checked_before_anything_starts(
+    override: str, fragment: str, tmp_path: Path
+) -> None:
+    cfg = compose_config([*DOCS_STYLE_EVAL, "ckpt_path=x.ckpt", override], tmp_path, "serve")
+    with pytest.raises(UserError, match=re.escape(fragment)):
+        check_server_values(cfg)
+
+
+def test_trainer_devices_become_litserve_devices() -> None:
+    assert serving_devices("gpu", 2) == ("gpu", 2)
+    assert serving_devices("cuda", -1) == ("cuda", "auto")
+    assert serving_devices("auto", "auto") == ("auto", "auto")
+    assert serving_devices("gpu", [0, 2]) == ("gpu", [0, 2])
+    assert serving_devices("cpu", "1") == ("cpu", 1)
+
+
+@pytest.fixture(scope="module")
+def own_step_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint of a module with its own predict_step, trained one step in this process."""
+    L.seed_everything(0)
+    model, data = WithItsOwnPredictStep(num_features=16, num_classes=4), LitDataModule()
+    trainer = L.Trainer(
+        max_steps=1,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(model, datamodule=data)
+    path = tmp_path_factory.mktemp("own_step") / "model.ckpt"
+    trainer.save_checkpoint(path)
+    return path
+
+
+def test_the_worker_answers_each_request_of_a_batch_with_its_own_rows(
+    own_step_checkpoint: Path,
+) -> None:
+    """decode -> batch -> predict_step -> unbatch -> encode, as LitServe calls them."""
+    signature = InputSignature((16,), "float32", "its data")
+    api = CheckpointAPI(
+        f"{__name__}.WithItsOwnPredictStep", str(own_step_checkpoint), signature, True
+    )
+    api.setup("cpu")
+    inputs = split_inputs()
+    requests = [{"inputs": inputs[0].tolist()}, {"inputs": inputs[1:4].tolist()}]
+    contexts: list[dict[str, Any]] = [{}, {}]
+    decoded = [api.decode_request(r, c) for r, c in zip(requests, contexts, strict=True)]
+    answers = [
+        api.encode_response(out, c)
+        for out, c in zip(
+            api.unbatch(api.predict(api.batch(decoded)), contexts), contexts, strict=True
+        )
+    ]
+    model = WithItsOwnPredictStep.load_from_checkpoint(own_step_checkpoint).eval()
+    with torch.no_grad():
+        expected = model.predict_step((torch.from_numpy(inputs[:4]),), 0)
+    assert set(answers[0]) == {"label", "score"}
+    assert answers[0]["label"] == expected["label"][0].item()  # one input: its row, unwrapped
+    assert answers[1]["label"] == expected["label"][1:4].tolist()
+    assert np.allclose(answers[1]["score"], expected["score"][1:4].numpy(), atol=1e-6)
+
+
+def test_a_request_is_checked_as_predict_py_checks_a_file() -> None:
+    signature = InputSignature((1, 8, 8), "float32", "its in_shape")
+    one = np.zeros((8, 8)).tolist()
+    inputs, single = request_inputs(json.dumps({"inputs": one}).encode(), signature)
+    assert inputs.shape == (1, 1, 8, 8) and single  # (H, W) for one channel, as in a file
+    inputs, single = request_inputs({"inputs": np.zeros((5, 8, 8)).tolist()}, signature)
+    assert inputs.shape == (5, 1, 8, 8) and inputs.dtype == np.float32 and not single
+
+
+def test_a_module_that_answers_with_a_tuple_stops_at_start_up() -> None:
+    model = AnswersWithATuple(num_features=16, num_classes=4).eval()
+    signature = InputSignature((16,), "float32", "its data")
+    with pytest.raises(UserError, match="a tensor or a dict of tensors per batch"):
+        check_model_answers(model, signature, whole_batches=True)
+    with pytest.raises(UserError, match=r"cannot take inputs shaped \(N, 3\) float32"):
+        check_model_answers(model, InputSignature((3,), "float32", "its data"), True)
