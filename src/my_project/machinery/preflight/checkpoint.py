@@ -6,6 +6,7 @@ Without these, a checkpoint of another model fails with a long key list from
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -29,27 +30,80 @@ def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str
     return str(path)
 
 
-def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
-    """The checkpoint is readable and holds weights of exactly this model's shapes.
-
-    Returns the checkpoint's training progress (``epoch``, ``global_step``).
-    """
+def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
+    """The checkpoint's contents, on the CPU, if it is a readable Lightning checkpoint; else a
+    UserError saying what the file is (empty, not a checkpoint, a bare tensor...)."""
     import torch
 
-    try:
-        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:
+    size = Path(ckpt_path).stat().st_size if Path(ckpt_path).is_file() else None
+    if size == 0:
         raise UserError(
-            f"ckpt_path={ckpt_path} cannot be read as a checkpoint ({type(error).__name__}: "
-            f"{str(error).splitlines()[0][:200]}). It may be truncated or not a checkpoint; use "
+            f"{what}={ckpt_path} is an empty file (0 bytes), not a checkpoint: a save was cut "
+            "short, or the file was created empty. Pass another one (checkpoints/last.ckpt is "
+            "written atomically and is always complete)."
+        )
+    # torch.save writes a zip archive; only those can be memory-mapped (and a file that is not
+    # one would fail with torch's advice on mmap, not with what is wrong with it).
+    archive = zipfile.is_zipfile(ckpt_path)
+    try:
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=archive)
+    except Exception as error:
+        if not archive:
+            raise UserError(
+                f"{what}={ckpt_path} is not a checkpoint: torch.save writes a zip archive, and "
+                "this file is not one. Pass a checkpoint written by this project's train.py (a "
+                "run's checkpoints/*.ckpt)."
+            ) from error
+        raise UserError(
+            f"{what}={ckpt_path} cannot be read as a checkpoint ({type(error).__name__}: "
+            f"{_first_line(error)}). It may be truncated or not a checkpoint; use "
             "another one (checkpoints/last.ckpt is written atomically and is always complete)."
         ) from error
     weights = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
     if not isinstance(weights, dict):
+        holds = type(checkpoint).__name__
         raise UserError(
-            f"ckpt_path={ckpt_path} is not a Lightning checkpoint (no state_dict). Pass a "
-            "checkpoint written by this project's train.py."
+            f"{what}={ckpt_path} is not a Lightning checkpoint: it holds a {holds}"
+            f"{' without a state_dict' if isinstance(checkpoint, dict) else ''}. Pass a "
+            "checkpoint written by this project's train.py (a run's checkpoints/*.ckpt)."
         )
+    return checkpoint
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return (lines[0] if lines else "")[:200]
+
+
+def epochs_done(checkpoint: dict[str, Any]) -> int | None:
+    """How many epochs the checkpoint's training ran through (its training batches), as
+    Lightning's fit loop counts them; None when the checkpoint does not say."""
+    try:
+        progress = checkpoint["loops"]["fit_loop"]["epoch_progress"]["current"]
+        return int(progress["processed"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def check_resumed_epochs(ckpt_path: str, done: int | None, max_epochs: Any) -> None:
+    """A resume that asks for fewer epochs than the checkpoint has trained, in one line
+    (Lightning would stop with a traceback once the run directory is written)."""
+    if done is None or not isinstance(max_epochs, int) or max_epochs < 0 or done <= max_epochs:
+        return
+    raise UserError(
+        f"{ckpt_path} has trained {done} epochs, more than trainer.max_epochs={max_epochs} asks "
+        f"for. Ask for more to train further (e.g. `trainer.max_epochs={done + 10}`), or "
+        f"`trainer.max_epochs={done}` to only test it."
+    )
+
+
+def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
+    """The checkpoint is readable and holds weights of exactly this model's shapes.
+
+    Returns the checkpoint's training progress (``epoch``, ``global_step``, ``epochs_done``).
+    """
+    checkpoint = read_checkpoint(ckpt_path)
+    weights = checkpoint["state_dict"]
     expected = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     problems = [f"{k} missing" for k in expected if k not in weights]
     problems += [
@@ -72,4 +126,5 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
             "same model overrides as the run that wrote it (e.g. `model/net=cnn`), or "
             "`resume=<its run dir>`, which reloads that run's config."
         )
-    return {k: checkpoint.get(k) for k in ("epoch", "global_step")}
+    progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
+    return {**progress, "epochs_done": epochs_done(checkpoint)}

@@ -11,6 +11,7 @@ the type annotation of the parameter it goes to, and values are checked by key n
 from __future__ import annotations
 
 import inspect
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -72,6 +73,41 @@ def check_config_resolves(cfg: DictConfig) -> None:
         else:
             advice = f"Fix what it names, or set `{key}=...` yourself."
         raise UserError(f"{key} cannot be resolved: {problem}. {advice}") from error
+
+
+def check_global_groups(cfg: DictConfig) -> None:
+    """A config file of a group whose files set top-level keys (``experiment``, ``debug``...)
+    without ``# @package _global_``: Hydra puts its keys under the group's name
+    (``experiment.trainer.max_epochs``), where nothing reads them, and the run would silently
+    do something other than the file asks."""
+    from ..config import config_dir
+
+    for name in cfg:
+        key = str(name)
+        folder = config_dir() / key
+        files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+        if not files or not all(_declares_global_package(f) for f in files):
+            continue
+        node = cfg[key]
+        keys = ", ".join(f"{key}.{k!s}" for k in node) if isinstance(node, DictConfig) else key
+        raise UserError(
+            f"The `{key}` config you chose has no `# @package _global_` first line, so Hydra put "
+            f"its values under `{key}.` ({keys}), where nothing reads them: the run would "
+            f"ignore them. Add `# @package _global_` as the file's first line, as in "
+            f"configs/{key}/{files[0].name}."
+        )
+
+
+def _declares_global_package(path: Any) -> bool:
+    with open(path) as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            if not line.startswith("#"):
+                return False
+            if line.replace(" ", "").startswith("#@package_global_"):
+                return True
+    return False
 
 
 def check_trainer_types(trainer: DictConfig) -> None:
@@ -271,7 +307,9 @@ def named_value_errors(node: Any, path: str = "") -> list[str]:
             rule = _rule_for(str(key))
             if rule is not None and _number(value):
                 allowed, valid, whole = rule
-                if (whole and not isinstance(value, int)) or not valid(value):
+                if not math.isfinite(value):  # inf passes `>= 0`; the run would end in NaNs
+                    errors.append(f"`{where}={value!r}` must be a finite number ({allowed})")
+                elif (whole and not isinstance(value, int)) or not valid(value):
                     errors.append(f"`{where}={value!r}` must be {allowed}")
                 elif allowed.startswith("a fraction"):
                     fractions[where] = value

@@ -30,9 +30,10 @@ from typing import Any, cast
 from omegaconf import DictConfig
 
 from ..config import config_dir
-from ..distributed import is_rank_zero
+from ..distributed import die_with_launcher, is_rank_zero
 from ..errors import UserError
 from ..reliability import run_dir
+from ..reliability.disk_full import disk_full_error
 from ..reliability.run_dir import register_resolvers
 from ..reliability.secrets import mask_stderr, protect_run_secrets
 from .hydra_errors import check_yaml_files, hydra_errors_as_user_errors, report, user_error_in
@@ -80,6 +81,7 @@ def main(
     """
     import hydra
 
+    die_with_launcher()  # a DDP child: first thing, end with the process that started it
     mask_stderr()
     register_resolvers()  # before Hydra resolves the run directory
     with exit_on_user_error():
@@ -120,8 +122,9 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                     protect_run_secrets(cfg)
                 return task(cfg)
             except Exception as error:
-                user_error = user_error_in(error)
+                user_error = user_error_in(error) or disk_full_error(error, job_output_dir())
                 if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+                    remove_untouched_run_dir()  # a failure before the first file: no orphan
                     raise
                 if is_rank_zero() or not user_error.every_rank:
                     report(user_error)
@@ -154,8 +157,16 @@ def stop_signals() -> Iterator[None]:
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+def job_output_dir() -> str | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
+
+
 def remove_untouched_run_dir() -> None:
-    """The run directory, if this process made it and it holds only Hydra's own files."""
+    """The run directory, if this process made it and it holds only Hydra's own files; in a
+    run directory that was there before (`resume=`), Hydra's record of this command, if this
+    process made it."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
@@ -168,7 +179,9 @@ def remove_untouched_run_dir() -> None:
     log_file = OmegaConf.select(cast(DictConfig, hydra_cfg), "job_logging.handlers.file.filename")
     if log_file:
         hydra_files.append(Path(log_file).name)
-    run_dir.remove_if_untouched(hydra_cfg.runtime.output_dir, hydra_files)
+    output_dir = hydra_cfg.runtime.output_dir
+    if not run_dir.remove_if_untouched(output_dir, hydra_files) and hydra_cfg.output_subdir:
+        run_dir.remove_record_if_made_here(Path(output_dir) / hydra_cfg.output_subdir)
 
 
 @contextlib.contextmanager
