@@ -91,7 +91,8 @@ def check_resumed_epochs(ckpt_path: str, done: int | None, max_epochs: Any) -> N
     if done is None or not isinstance(max_epochs, int) or max_epochs < 0 or done <= max_epochs:
         return
     raise UserError(
-        f"{ckpt_path} has trained {done} epochs, more than trainer.max_epochs={max_epochs} asks "
+        f"{ckpt_path} has trained {done} epoch{'s' if done != 1 else ''}, more than "
+        f"trainer.max_epochs={max_epochs} asks "
         f"for. Ask for more to train further (e.g. `trainer.max_epochs={done + 10}`), or "
         f"`trainer.max_epochs={done}` to only test it."
     )

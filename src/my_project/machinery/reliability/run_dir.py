@@ -132,7 +132,7 @@ def remove_record_if_made_here(record: Path) -> bool:
     """Remove Hydra's record folder of this command (``record``) inside a run directory that
     was there before, if this process made it; a failed `resume=` leaves the run as it was."""
     record = Path(record).absolute()
-    if not record.is_dir() or not _made_by_this_process(record):
+    if not record.is_dir() or record not in _made_here:  # noted itself, not just under a new dir
         return False
     shutil.rmtree(record, ignore_errors=True)
     return True

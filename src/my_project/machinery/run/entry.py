@@ -128,7 +128,7 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                     raise
                 if is_rank_zero() or not user_error.every_rank:
                     report(user_error)
-                remove_untouched_run_dir()
+                remove_untouched_run_dir(bad_input=user_error.exit_code == UserError.exit_code)
                 sys.exit(user_error.exit_code)
 
     return job
@@ -163,10 +163,10 @@ def job_output_dir() -> str | None:
     return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
 
 
-def remove_untouched_run_dir() -> None:
-    """The run directory, if this process made it and it holds only Hydra's own files; in a
-    run directory that was there before (`resume=`), Hydra's record of this command, if this
-    process made it."""
+def remove_untouched_run_dir(bad_input: bool = False) -> None:
+    """The run directory, if this process made it and it holds only Hydra's own files; for
+    ``bad_input`` refused before anything ran, in a run directory that was there before
+    (`resume=`), Hydra's record of this command, if this process made it."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
@@ -180,7 +180,8 @@ def remove_untouched_run_dir() -> None:
     if log_file:
         hydra_files.append(Path(log_file).name)
     output_dir = hydra_cfg.runtime.output_dir
-    if not run_dir.remove_if_untouched(output_dir, hydra_files) and hydra_cfg.output_subdir:
+    removed = run_dir.remove_if_untouched(output_dir, hydra_files)
+    if not removed and bad_input and hydra_cfg.output_subdir:
         run_dir.remove_record_if_made_here(Path(output_dir) / hydra_cfg.output_subdir)
 
 

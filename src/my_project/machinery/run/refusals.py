@@ -38,6 +38,7 @@ class Leaf:
     key: str  # its full key, e.g. `callbacks.model_checkpoint.mode`
     value: Any  # resolved
     source: str | None  # the key it is interpolated from (`${monitor_mode}`: `monitor_mode`)
+    typed_as: str | None = None  # a whole group set on the command line (`model/net=cnn`)
 
 
 @contextlib.contextmanager
@@ -122,29 +123,51 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
-def blamed(leaves: list[Leaf], complaint: str, typed: set[str]) -> list[Leaf]:
-    """The leaves to name: those the complaint mentions (the typed ones first), else those the
-    command line set (themselves, or the key they take their value from)."""
+def blamed(leaves: list[Leaf], complaint: str, typed: Mapping[str, str]) -> list[Leaf]:
+    """The leaves to name: one the complaint mentions by name; else of those the command line
+    set for the key itself (or for the key it takes its value from), the one whose value the
+    complaint quotes, else all of them; else a preset of the group that holds them
+    (`model/net=mlp`), as typed."""
 
-    def was_typed(leaf: Leaf) -> bool:
-        return any(_under(leaf.key, k) or (leaf.source and _under(leaf.source, k)) for k in typed)
+    def typed_for(leaf: Leaf) -> bool:
+        return leaf.key in typed or (leaf.source is not None and leaf.source in typed)
+
+    def group_typed(leaf: Leaf) -> list[str]:
+        return [k for k in typed if _under(leaf.key, k) or (leaf.source and _under(leaf.source, k))]
 
     named = [leaf for leaf in leaves if not leaf.key.rsplit(".", 1)[-1].startswith("_")]
     mentioned = [leaf for leaf in named if _mentions(complaint, leaf.key.rsplit(".", 1)[-1])]
     if mentioned:
-        typed_first = [leaf for leaf in mentioned if was_typed(leaf)]
-        return typed_first[:1] or mentioned[:1]
-    return [leaf for leaf in leaves if was_typed(leaf)]
+        return ([leaf for leaf in mentioned if typed_for(leaf)] or mentioned)[:1]
+    exact = [leaf for leaf in leaves if typed_for(leaf)]
+    quoted = [leaf for leaf in exact if _quotes(complaint, leaf.value)]
+    if quoted or exact:
+        return (quoted or exact)[:1] if quoted else exact
+    groups = sorted({k for leaf in leaves for k in group_typed(leaf)}, key=len, reverse=True)
+    return [Leaf(groups[0], None, None, typed_as=typed[groups[0]])] if groups else []
 
 
-def set_on_command_line() -> set[str]:
+def _quotes(complaint: str, value: Any) -> bool:
+    """Whether the complaint quotes ``value`` (or, for a list, one of its items)."""
+    values = value if isinstance(value, list) else [value]
+    for item in values:
+        if isinstance(item, (dict, list)) or item is None or isinstance(item, bool):
+            continue
+        text = re.escape(str(item))
+        if re.search(rf"(?<![\w.]){text}(?![\w])", complaint):
+            return True
+    return False
+
+
+def set_on_command_line() -> dict[str, str]:
     """The keys the command line sets (`+trainer.foo=1`: `trainer.foo`; `model/net=cnn`:
-    `model.net`); none when the config was composed by code."""
+    `model.net`), each with the override as typed; none when the config was composed by
+    code."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
-        return set()
-    return {override_key(o).replace("/", ".") for o in HydraConfig.get().overrides.task}
+        return {}
+    return {override_key(o).replace("/", "."): o for o in HydraConfig.get().overrides.task}
 
 
 def _under(key: str, typed: str) -> bool:
@@ -206,6 +229,8 @@ def _show(value: Any) -> str:
 
 
 def _shown_leaf(leaf: Leaf) -> str:
+    if leaf.typed_as:
+        return f"`{leaf.typed_as}`"
     shown = f"`{leaf.key}={_show(leaf.value)}`"
     if leaf.source:
         shown = f"`{leaf.source}={_show(leaf.value)}` (as {leaf.key})"
