@@ -42,13 +42,16 @@ def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
             "short, or the file was created empty. Pass another one (checkpoints/last.ckpt is "
             "written atomically and is always complete)."
         )
-    # torch.save writes a zip archive; only those can be memory-mapped (and a file that is not
-    # one would fail with torch's advice on mmap, not with what is wrong with it).
-    archive = zipfile.is_zipfile(ckpt_path)
+    # torch.save writes a zip archive: only a whole one can be memory-mapped, and a file that
+    # does not even begin as one is no checkpoint (torch would answer with advice on mmap).
+    with open(ckpt_path, "rb") as handle:
+        begins_as_archive = handle.read(4) == b"PK\x03\x04"
     try:
-        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=archive)
+        checkpoint = torch.load(
+            ckpt_path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(ckpt_path)
+        )
     except Exception as error:
-        if not archive:
+        if not begins_as_archive:
             raise UserError(
                 f"{what}={ckpt_path} is not a checkpoint: torch.save writes a zip archive, and "
                 "this file is not one. Pass a checkpoint written by this project's train.py (a "
