@@ -32,12 +32,11 @@ from ..reliability.resume import resolve_checkpoint_path
 from .checkpoint import (
     check_checkpoint_matches,
     check_checkpoint_path,
-    check_resumed_epochs,
-    epochs_done,
+    check_resumed_progress,
     read_checkpoint,
 )
 from .data import check_training_data
-from .devices import check_devices, strategy_names
+from .devices import check_devices, check_nodes_launched, strategy_names
 from .loggers import check_logger_settings
 from .values import (
     check_config_resolves,
@@ -66,6 +65,7 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     check_config_resolves(cfg)
     check_trainer_types(cfg.trainer)
     check_devices(cfg.trainer)
+    check_nodes_launched(cfg.trainer)
     output_dir = Path(cfg.paths.output_dir)
     # `ckpt_path: ???` (eval, predict) reads as None here: the message below says what to pass.
     requested = OmegaConf.select(cfg, "ckpt_path")
@@ -78,8 +78,12 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     if ckpt_path is not None:
         checkpoint = read_checkpoint(ckpt_path)
         if not checkpoint_required and cfg.get("train", True):
-            max_epochs = OmegaConf.select(cfg, "trainer.max_epochs")
-            check_resumed_epochs(ckpt_path, epochs_done(checkpoint), max_epochs)
+            check_resumed_progress(
+                ckpt_path,
+                checkpoint,
+                OmegaConf.select(cfg, "trainer.max_epochs"),
+                OmegaConf.select(cfg, "trainer.max_steps"),
+            )
     check_global_groups(cfg)
     check_config_types(cfg)
     check_value_ranges(cfg)

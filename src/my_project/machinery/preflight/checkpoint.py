@@ -88,17 +88,33 @@ def epochs_done(checkpoint: dict[str, Any]) -> int | None:
         return None
 
 
-def check_resumed_epochs(ckpt_path: str, done: int | None, max_epochs: Any) -> None:
-    """A resume that asks for fewer epochs than the checkpoint has trained, in one line
-    (Lightning would stop with a traceback once the run directory is written)."""
-    if done is None or not isinstance(max_epochs, int) or max_epochs < 0 or done <= max_epochs:
-        return
-    raise UserError(
-        f"{ckpt_path} has trained {done} epoch{'s' if done != 1 else ''}, more than "
-        f"trainer.max_epochs={max_epochs} asks "
-        f"for. Ask for more to train further (e.g. `trainer.max_epochs={done + 10}`), or "
-        f"`trainer.max_epochs={done}` to only test it."
-    )
+def check_resumed_progress(
+    ckpt_path: str, checkpoint: dict[str, Any], max_epochs: Any, max_steps: Any
+) -> None:
+    """A resume that asks for fewer epochs (or steps) than the checkpoint has trained, in one
+    line: Lightning stops with a traceback once the run directory is written (epochs), or
+    trains nothing without a word (steps)."""
+    done = epochs_done(checkpoint)
+    if done is not None and _limit(max_epochs) is not None and done > max_epochs:
+        raise UserError(
+            f"{ckpt_path} has trained {done} epoch{'s' if done != 1 else ''}, more than "
+            f"trainer.max_epochs={max_epochs} asks for. Ask for more to train further (e.g. "
+            f"`trainer.max_epochs={done + 10}`), or `trainer.max_epochs={done}` to only test it."
+        )
+    steps = checkpoint.get("global_step")
+    if isinstance(steps, int) and _limit(max_steps) is not None and steps > max_steps:
+        raise UserError(
+            f"{ckpt_path} has trained {steps} steps, more than trainer.max_steps={max_steps} "
+            f"asks for. Ask for more to train further, `trainer.max_steps={steps}` to only "
+            "test it, or `trainer.max_steps=-1` for no limit."
+        )
+
+
+def _limit(value: Any) -> int | None:
+    """A limit of the Trainer (`max_epochs`, `max_steps`); None for none (-1, null)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:

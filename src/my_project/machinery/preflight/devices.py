@@ -47,6 +47,11 @@ def check_devices(trainer: Mapping[str, Any]) -> None:
         _check_devices(accelerator, trainer.get("devices", "auto"))
     if isinstance(strategy, str) and strategy.lower() == DP_NAME:
         _check_dp(int(trainer.get("num_nodes", 1) or 1))
+
+
+def check_nodes_launched(trainer: Mapping[str, Any]) -> None:
+    """Several nodes, and something started this process as one of them (a run, not a plan:
+    `doctor` shows what such a config would use wherever it is asked)."""
     nodes = trainer.get("num_nodes", 1)
     if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 1:
         _check_nodes_launched(nodes)

@@ -87,14 +87,23 @@ def refusal(cfg: DictConfig, key: str, error: BaseException, by: str | None = No
         target = None  # the class itself is what cannot be had
     refused_by = f" by {target}" if target else ""
     if culprits:
-        shown = "; ".join(_shown_leaf(leaf) for leaf in culprits)
+        unexpected = "unexpected keyword argument" in complaint
+        shown = "; ".join(_shown_leaf(leaf, own_key=unexpected) for leaf in culprits)
+        if unexpected:  # the argument is not taken: by the class the command line chose?
+            parent = culprits[0].key.rsplit(".", 1)[0]
+            chosen = typed_in(leaves, parent, set_on_command_line(), culprits)
+            shown += f" (with {', '.join(chosen)})" if chosen else ""
         first = culprits[0]
         hint = _close_keyword(error, target, first.key.rsplit(".", 1)[0])
-        return (
-            f"{shown} was refused{refused_by}: {_sentence(complaint)}{hint} Fix the value on the command "
-            f"line or in {_config_file(cfg, first.source or first.key)}, or leave it out to use "
-            "the default."
-        )
+        if unexpected:
+            advice = f"Remove the key (on the command line or in {_config_file(cfg, first.key)})."
+        else:
+            advice = (
+                "Fix the value on the command line or in "
+                f"{_config_file(cfg, first.source or first.key)}, or leave it out to use the "
+                "default."
+            )
+        return f"{shown} was refused{refused_by}: {_sentence(complaint)}{hint} {advice}"
     hint = _close_keyword(error, target, key)
     return (
         f"`{key}` could not be built{refused_by}: {_sentence(complaint)}{hint} Fix what it names on the "
@@ -228,11 +237,22 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def _shown_leaf(leaf: Leaf) -> str:
+def typed_in(
+    leaves: list[Leaf], parent: str, typed: Mapping[str, str], but: list[Leaf]
+) -> list[str]:
+    """The overrides, as typed, of the other values of ``parent`` (e.g. its `_target_`)."""
+    return [
+        f"`{typed[leaf.key]}`"
+        for leaf in leaves
+        if leaf.key in typed and leaf.key.rsplit(".", 1)[0] == parent and leaf not in but
+    ]
+
+
+def _shown_leaf(leaf: Leaf, own_key: bool = False) -> str:
     if leaf.typed_as:
         return f"`{leaf.typed_as}`"
     shown = f"`{leaf.key}={_show(leaf.value)}`"
-    if leaf.source:
+    if leaf.source and not own_key:
         shown = f"`{leaf.source}={_show(leaf.value)}` (as {leaf.key})"
     return shown
 
