@@ -109,7 +109,9 @@ def launcher_error(error: Exception) -> UserError | None:
     while traceback is not None:
         frames.append(str(traceback.tb_frame.f_globals.get("__name__", "")))
         traceback = traceback.tb_next
-    if not any(name.startswith("hydra") and "launcher" in name for name in frames):
+    # A launcher plugin's own code (submitit's, joblib's); Hydra's basic launcher runs the jobs
+    # here, and what fails in it (a run directory that cannot be made) is said otherwise.
+    if not any(name.startswith("hydra_plugins.") and "launcher" in name for name in frames):
         return None
     typed = next(
         (f"`{a}`" for a in sys.argv[1:] if a.lstrip("+").startswith("hydra/launcher=")),

@@ -10,8 +10,10 @@ it does.
 
 Which key is to blame is not in the exception; it is found, in this order, among the leaves
 of that part of the config: a key the complaint names (``save_top_k``), one the command line
-set (``model.net.hidden=[-5]``), else the part itself (its ``_target_``). A leaf that takes its
-value from elsewhere (``mode: ${monitor_mode}``) is shown with the key that was typed.
+set for itself (``model.net.hidden=[-5]``; of several, the one whose value the complaint
+quotes), a preset of its group the command line chose (``model/net=mlp``), else the part
+itself. A leaf that takes its value from elsewhere (``mode: ${monitor_mode}``) is shown with
+the key that was typed.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def built_from(cfg: DictConfig, key: str, by: str | None = None) -> Iterator[Non
         raise UserError(refusal(cfg, key, behind, by), every_rank=True) from error
 
 
-def require(cfg: DictConfig, key: str, script: str = "train") -> DictConfig:
+def require(cfg: DictConfig, key: str) -> DictConfig:
     """``cfg.<key>``, a config to build from: its absence (``'~data'``) is a UserError."""
     node = OmegaConf.select(cfg, key, default=None)
     if isinstance(node, DictConfig) and "_target_" in node:
@@ -106,8 +108,8 @@ def refusal(cfg: DictConfig, key: str, error: BaseException, by: str | None = No
         return f"{shown} was refused{refused_by}: {_sentence(complaint)}{hint} {advice}"
     hint = _close_keyword(error, target, key)
     return (
-        f"`{key}` could not be built{refused_by}: {_sentence(complaint)}{hint} Fix what it names on the "
-        f"command line or in {_config_file(cfg, key)}."
+        f"`{key}` could not be built{refused_by}: {_sentence(complaint)}{hint} Fix what it "
+        f"names on the command line or in {_config_file(cfg, key)}."
     )
 
 
