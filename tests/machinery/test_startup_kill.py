@@ -26,7 +26,8 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="reads processes from /proc"
 )
 
-RUN = [*DOCS_STYLE, "trainer.devices=2", "trainer.max_epochs=1", "logger=csv"]
+# Long enough that it is always still running when killed.
+RUN = [*DOCS_STYLE, "trainer.devices=2", "trainer.max_epochs=200", "logger=csv"]
 GONE_WITHIN_S = 10.0
 REGISTERED = "All distributed processes registered"
 
