@@ -8,9 +8,12 @@ the task is called (from the command line, a test, a notebook).
 Bad input is one paragraph on stderr and exit status 2, and leaves no run directory, wherever
 it is found: on the command line (`resume=`, a `--config-dir` with a broken YAML file, a run
 directory under a file), while Hydra composes the config (an option or group that does not
-exist, a broken YAML file, a malformed override: `hydra_errors.py`), or in the task's checks
-(a :class:`~..errors.UserError`). SIGTERM and Ctrl-C stop a job cleanly
-(`reliability/signals.py`). Secrets are masked in everything written to stderr.
+exist, a broken YAML file, a malformed override: `hydra_errors.py`), in the task's checks
+(a :class:`~..errors.UserError`), or while the task builds the objects of the run, before it
+writes anything (whatever a class refuses: `refusals.py`). A full disk is one paragraph too
+(`reliability/disk_full.py`), naming what it kept. SIGTERM and Ctrl-C stop a job cleanly
+(`reliability/signals.py`); a DDP child ends with the process that launched it
+(`distributed.die_with_launcher`). Secrets are masked in everything written to stderr.
 """
 
 from __future__ import annotations
