@@ -135,6 +135,13 @@ CASES: list[tuple[str, str, str, str]] = [
     ),
     ("empty run directory", "train", "hydra.run.dir=", "`hydra.run.dir=` is empty"),
     ("empty log directory", "train", "paths.log_dir=", "paths.log_dir is empty"),
+    ("empty logger folder", "train", "logger.csv.save_dir=", "`logger.csv.save_dir=` is empty"),
+    (
+        "eval of a folder",
+        "eval",
+        "ckpt_path={run}",
+        "is a directory, not a checkpoint file. It holds checkpoints/",
+    ),
     (
         "experiment without @package _global_",
         "train",

@@ -18,6 +18,13 @@ def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str
     if ckpt_path is None:
         return None
     path = Path(ckpt_path)
+    if path.is_dir():
+        found = sorted(str(p.relative_to(path)) for p in path.rglob("*.ckpt"))[:5]
+        listed = f" It holds {', '.join(found)}." if found else " It holds no `.ckpt` file."
+        raise UserError(
+            f"{what}={ckpt_path} is a directory, not a checkpoint file.{listed} Pass a file, "
+            f"e.g. `{what}=logs/train/runs/<run>/checkpoints/last.ckpt`."
+        )
     if not path.is_file():
         hint = ""
         if path.parent.is_dir():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -323,6 +324,27 @@ def named_value_errors(node: Any, path: str = "") -> list[str]:
     return errors
 
 
+def empty_dir_errors(node: Any, path: str = "") -> list[str]:
+    """Folders (`*_dir`, `dirpath` keys, any config) given as an empty string: what is written
+    there would land in the current directory, or at the filesystem's root below it
+    (`${paths.data_dir}/mnist` is `/mnist`)."""
+    errors: list[str] = []
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            where = f"{path}.{key}" if path else str(key)
+            name = str(key).lower()
+            is_dir = name in ("dir", "dirpath") or name.endswith("_dir")
+            if is_dir and isinstance(value, str) and not value.strip():
+                variables = sorted(
+                    v for v, text in os.environ.items() if v.endswith("_DIR") and not text.strip()
+                )
+                cause = f", as {', '.join(variables)} is set but empty" if variables else ""
+                errors.append(f"`{where}=` is empty{cause}: give it a folder, or unset it")
+            else:
+                errors.extend(empty_dir_errors(value, where))
+    return errors
+
+
 def unavailable_accelerator_errors(trainer: Mapping[str, Any]) -> list[str]:
     """An accelerator Lightning knows but this machine lacks (e.g. `tpu`). The CPU, CUDA and
     MPS, and how many devices, are `devices.py`'s."""
@@ -350,6 +372,7 @@ def check_value_ranges(cfg: DictConfig) -> None:
     trainer = container.get("trainer") or {}
     errors = unavailable_accelerator_errors(trainer) + trainer_range_errors(trainer)
     errors += named_value_errors({k: v for k, v in container.items() if k != "trainer"})
+    errors += empty_dir_errors({k: v for k, v in container.items() if k != "hydra"})
     if errors:
         raise UserError(
             f"Value out of range in the config: {'; '.join(errors)}. Fix the override on the "

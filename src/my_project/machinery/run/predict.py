@@ -216,8 +216,9 @@ def load_inputs(path: str | Path, in_shape: Sequence[int] | None = None) -> np.n
     shape = tuple(int(n) for n in in_shape) if in_shape is not None else None
     expected = f"(N, {', '.join(map(str, shape))})" if shape is not None else "(N, ...)"
     if not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
         raise UserError(
-            f"input_path={path} does not exist. Pass a .npy file of inputs shaped {expected}, "
+            f"input_path={path} {what}. Pass a .npy file of inputs shaped {expected}, "
             "written with numpy.save."
         )
     try:

@@ -93,7 +93,7 @@ def refusal(cfg: DictConfig, key: str, error: BaseException, by: str | None = No
         shown = "; ".join(_shown_leaf(leaf, own_key=unexpected) for leaf in culprits)
         if unexpected:  # the argument is not taken: by the class the command line chose?
             parent = culprits[0].key.rsplit(".", 1)[0]
-            chosen = typed_in(leaves, parent, set_on_command_line(), culprits)
+            chosen = typed_in(leaves, parent, set_on_command_line())
             shown += f" (with {', '.join(chosen)})" if chosen else ""
         first = culprits[0]
         hint = _close_keyword(error, target, first.key.rsplit(".", 1)[0])
@@ -239,15 +239,10 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def typed_in(
-    leaves: list[Leaf], parent: str, typed: Mapping[str, str], but: list[Leaf]
-) -> list[str]:
-    """The overrides, as typed, of the other values of ``parent`` (e.g. its `_target_`)."""
-    return [
-        f"`{typed[leaf.key]}`"
-        for leaf in leaves
-        if leaf.key in typed and leaf.key.rsplit(".", 1)[0] == parent and leaf not in but
-    ]
+def typed_in(leaves: list[Leaf], parent: str, typed: Mapping[str, str]) -> list[str]:
+    """The class of ``parent`` as the command line chose it (its `_target_`, as typed)."""
+    key = f"{parent}._target_"
+    return [f"`{typed[key]}`" for leaf in leaves if leaf.key == key and key in typed]
 
 
 def _shown_leaf(leaf: Leaf, own_key: bool = False) -> str:
