@@ -105,7 +105,8 @@ def refusal(cfg: DictConfig, key: str, error: BaseException, by: str | None = No
                 f"{_config_file(cfg, first.source or first.key)}, or leave it out to use the "
                 "default."
             )
-        return f"{shown} was refused{refused_by}: {_sentence(complaint)}{hint} {advice}"
+        verb = "were" if len(culprits) > 1 else "was"
+        return f"{shown} {verb} refused{refused_by}: {_sentence(complaint)}{hint} {advice}"
     hint = _close_keyword(error, target, key)
     return (
         f"`{key}` could not be built{refused_by}: {_sentence(complaint)}{hint} Fix what it "
@@ -135,10 +136,10 @@ def describe(error: BaseException) -> str:
 
 
 def blamed(leaves: list[Leaf], complaint: str, typed: Mapping[str, str]) -> list[Leaf]:
-    """The leaves to name: one the complaint mentions by name; else of those the command line
-    set for the key itself (or for the key it takes its value from), the one whose value the
-    complaint quotes, else all of them; else a preset of the group that holds them
-    (`model/net=mlp`), as typed."""
+    """The leaves to name: those the complaint mentions by name (the typed ones, else the
+    first); else of those the command line set for the key itself (or for the key it takes
+    its value from), the one whose value the complaint quotes, else all of them; else a preset
+    of the group that holds them (`model/net=mlp`), as typed."""
 
     def typed_for(leaf: Leaf) -> bool:
         return leaf.key in typed or (leaf.source is not None and leaf.source in typed)
@@ -148,8 +149,8 @@ def blamed(leaves: list[Leaf], complaint: str, typed: Mapping[str, str]) -> list
 
     named = [leaf for leaf in leaves if not leaf.key.rsplit(".", 1)[-1].startswith("_")]
     mentioned = [leaf for leaf in named if _mentions(complaint, leaf.key.rsplit(".", 1)[-1])]
-    if mentioned:
-        return ([leaf for leaf in mentioned if typed_for(leaf)] or mentioned)[:1]
+    if mentioned:  # the typed ones together (`strategy=fsdp` needs another `accelerator`)
+        return [leaf for leaf in mentioned if typed_for(leaf)][:3] or mentioned[:1]
     exact = [leaf for leaf in leaves if typed_for(leaf)]
     quoted = [leaf for leaf in exact if _quotes(complaint, leaf.value)]
     if quoted or exact:
