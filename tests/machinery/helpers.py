@@ -49,7 +49,9 @@ def pinned(overrides: list[str] | tuple[str, ...]) -> list[str]:
         return list(overrides)
     # After Hydra's flags (`-m`, `--cfg job`), before the first override: argparse takes the
     # overrides as one run of positional arguments.
-    at = next((i for i, o in enumerate(overrides) if "=" in o), len(overrides))
+    at = next(
+        (i for i, o in enumerate(overrides) if "=" in o and not o.startswith("-")), len(overrides)
+    )
     return [*overrides[:at], *ON_CPU, *overrides[at:]]
 
 
@@ -121,3 +123,35 @@ def read_wandb_records(path: Path) -> list[Any]:
             records.append(record)
             pending = b""
     return records
+
+
+def run_main_in_process(
+    script: str, args: list[str], log_dir: Path, monkeypatch: Any
+) -> tuple[int, str]:
+    """`python <script>.py <args>` through the entry point's `main`, in this process (Hydra,
+    the checks, the run directory, as from the command line, without a new Python with torch):
+    its exit status and stderr. Runs write under ``log_dir``."""
+    import contextlib
+    import io
+
+    from my_project.machinery.run import evaluate, predict, train
+
+    mains = {"train": train.main, "eval": evaluate.main, "predict": predict.main}
+    monkeypatch.setenv(LOG_DIR_VAR, str(log_dir))
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", *pinned(args)])
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            mains[script]()
+        except SystemExit as stop:
+            return int(stop.code or 0), err.getvalue()
+    return 0, err.getvalue()
+
+
+def one_paragraph_error(code: int, err: str) -> str:
+    """The `Error:` paragraph of a run refused as bad input (exit status 2, no traceback)."""
+    assert code == 2, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    message = err.strip().split("\n\n")[-1]  # the last paragraph is the error
+    assert message.startswith("Error: ") and "\n" not in message, err[-3000:]
+    return message

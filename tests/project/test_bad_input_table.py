@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from my_project.machinery.run import evaluate, train
+from my_project.machinery.run import evaluate, predict, train
 
 from ..machinery.helpers import LOG_DIR_VAR, clean_env, pinned, run_entry
 
@@ -189,7 +191,154 @@ CASES: list[tuple[str, str, str, str]] = [
         "Did you mean `logger.wandb.project`?",
     ),
     ("eval without a checkpoint", "eval", "", "eval needs a checkpoint"),
+    # Values no check knows, refused by the object they reach (issue 26): the same paragraph.
+    (
+        "Trainer argument that does not exist",
+        "train",
+        "+trainer.foo=1",
+        "`trainer.foo=1` was refused by lightning.pytorch.Trainer: TypeError",
+    ),
+    ("data removed", "train", "~data", "`data` is removed, but this run builds an object"),
+    (
+        "negative layer size",
+        "train",
+        "model.net.hidden=[-5]",
+        "`model.net.hidden=[-5]` was refused by my_project.models.nets.MLP",
+    ),
+    ("layer of size 0", "train", "model.net.hidden=[0]", "the model has a layer of size 0"),
+    (
+        "duration that is not one",
+        "train",
+        "+trainer.max_time=abc",
+        "`trainer.max_time=abc` was refused by lightning.pytorch.Trainer",
+    ),
+    (
+        "clipping algorithm that does not exist",
+        "train",
+        "+trainer.gradient_clip_algorithm=foo",
+        "`trainer.gradient_clip_algorithm=foo` was refused",
+    ),
+    (
+        "monitor mode that is not one",
+        "train",
+        "monitor_mode=maximum",
+        "`monitor_mode=maximum` (as callbacks.model_checkpoint.mode) was refused",
+    ),
+    (
+        "checkpoints to keep below -1",
+        "train",
+        "callbacks.model_checkpoint.save_top_k=-2",
+        "`callbacks.model_checkpoint.save_top_k=-2` was refused",
+    ),
+    (
+        "negative checkpoint interval",
+        "train",
+        "callbacks.last_checkpoint.every_n_train_steps=-1",
+        "`callbacks.last_checkpoint.every_n_train_steps=-1` was refused",
+    ),
+    ("seed out of bounds", "train", "seed=99999999999", "`seed=99999999999` was refused"),
+    ("accelerator in capitals", "train", "trainer.accelerator=CPU", "`trainer.accelerator=cpu`?"),
+    (
+        "data module argument that does not exist",
+        "train",
+        "+data.extra=1",
+        "`data.extra=1` was refused by my_project.data.digits.DigitsDataModule",
+    ),
+    (
+        "schedule dividing by zero",
+        "train",
+        "model.scheduler.T_max=0",
+        "`model.scheduler.T_max=0` was refused by torch.optim.lr_scheduler.CosineAnnealingLR: "
+        "ZeroDivisionError",
+    ),
+    (
+        "validation interval past the epoch",
+        "train",
+        "+trainer.val_check_interval=1000",
+        "`trainer.val_check_interval=1000` was refused",
+    ),
+    ("several nodes without a launcher", "train", "trainer.num_nodes=2", "wait forever"),
+    ("empty run directory", "train", "hydra.run.dir=", "`hydra.run.dir=` is empty"),
+    ("infinite learning rate", "train", "model.lr=inf", "`model.lr=inf` must be a finite"),
+    (
+        "infinite weight decay",
+        "train",
+        "model.optimizer.weight_decay=inf",
+        "`model.optimizer.weight_decay=inf` must be a finite number",
+    ),
+    (
+        "misspelt logger in a list",
+        "train",
+        "logger=[csv,wandbb]",
+        "Did you mean `logger=[csv,wandb]`?",
+    ),
+    ("net in capitals", "train", "model/net=CNN", "Did you mean `model/net=cnn`?"),
+    (
+        "experiment without @package _global_",
+        "train",
+        "--config-dir={not_global} experiment=quick",
+        "has no `# @package _global_` first line",
+    ),
+    (
+        "an unimportable target",
+        "train",
+        "model.net._target_=no.such.Net",
+        "`model.net._target_=no.such.Net` was refused: ImportError",
+    ),
+    ("resume with broken overrides", "train", "resume={broken_overrides}", "cannot be read"),
+    (
+        "resume asking for fewer epochs than done",
+        "train",
+        "resume={cnn} trainer.max_epochs=0",
+        "has trained 1 epoch, more than trainer.max_epochs=0 asks for",
+    ),
+    ("eval of an empty file", "eval", "ckpt_path={empty}", "is an empty file (0 bytes)"),
+    ("eval of a text file", "eval", "ckpt_path={text}", "torch.save writes a zip archive"),
+    ("eval of a saved tensor", "eval", "ckpt_path={tensor}", "it holds a Tensor"),
+    (
+        "eval with its run's config.yaml broken",
+        "eval",
+        "ckpt_path={broken_config}/checkpoints/last.ckpt",
+        "config.yaml is not valid YAML",
+    ),
+    (
+        "eval of a CNN as an MLP",
+        "eval",
+        "ckpt_path={cnn}/checkpoints/last.ckpt model/net=mlp",
+        "`model/net=mlp` cannot apply: eval.py rebuilds the model from the checkpoint's own "
+        "hyperparameters",
+    ),
+    ("predict with an empty file", "predict", "ckpt_path={empty}", "is an empty file"),
+    ("predict with a text file", "predict", "ckpt_path={text}", "torch.save writes a zip"),
+    ("predict with a saved tensor", "predict", "ckpt_path={tensor}", "it holds a Tensor"),
+    (
+        "predict into an empty file name",
+        "predict",
+        "ckpt_path={cnn}/checkpoints/last.ckpt output_file=",
+        "output_file= is empty",
+    ),
+    (
+        "predict into a directory",
+        "predict",
+        "ckpt_path={cnn}/checkpoints/last.ckpt output_file={tmp}",
+        "names a directory",
+    ),
+    (
+        "predict inputs with NaN and inf",
+        "predict",
+        "ckpt_path={cnn}/checkpoints/last.ckpt input_path={non_finite}",
+        "has NaN or infinite values in 2 of its 5 inputs (rows 1, 3",
+    ),
 ]
+if not torch.cuda.is_available():  # FSDP needs a GPU
+    CASES.append(
+        (
+            "FSDP without a GPU",
+            "train",
+            "trainer.strategy=fsdp",
+            "`trainer.strategy=fsdp` was refused",
+        )
+    )
 if torch.cuda.is_available():  # the GPU case needs a machine without one
     CASES = [c for c in CASES if c[0] != "no such accelerator here"]
 else:
@@ -197,18 +346,54 @@ else:
         ("GPU on a machine without one", "train", "trainer.accelerator=gpu", "`trainer=cpu`")
     )
 
-MAINS: dict[str, Callable[[], None]] = {"train": train.main, "eval": evaluate.main}
+MAINS: dict[str, Callable[[], None]] = {
+    "train": train.main,
+    "eval": evaluate.main,
+    "predict": predict.main,
+}
+
+
+@pytest.fixture(scope="module")
+def cnn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of the CNN, one short epoch: the run directory the cases read."""
+    run_dir = tmp_path_factory.mktemp("cnn") / "run"
+    args = ["model/net=cnn", "trainer.max_epochs=1", "+trainer.limit_train_batches=3"]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        code, err = run_in_process(
+            "train", [*args, "logger=csv", f"hydra.run.dir={run_dir}"], run_dir.parent, monkeypatch
+        )
+    assert code == 0, err[-3000:]
+    return run_dir
 
 
 @pytest.fixture
-def places(tmp_path: Path) -> dict[str, Path]:
+def places(tmp_path: Path, cnn_run: Path) -> dict[str, Path]:
     """The folders and files the cases name, and the (not yet existing) log folder."""
     a_file = tmp_path / "a_file"
     a_file.write_text("not a folder\n")
     broken = tmp_path / "my_configs"
     (broken / "experiment").mkdir(parents=True)
     (broken / "experiment" / "broken.yaml").write_text("trainer:\n  max_epochs: [3\nseed: 1\n")
-    return {"file": a_file, "tmp": tmp_path, "broken": broken, "logs": tmp_path / "logs"}
+    places = {"file": a_file, "tmp": tmp_path, "broken": broken, "logs": tmp_path / "logs"}
+    for name in ("cnn", "broken_config", "broken_overrides"):  # copies of the CNN's run
+        places[name] = tmp_path / name
+        shutil.copytree(cnn_run, places[name])
+    (places["broken_config"] / "config.yaml").write_text("model:\n  _target_: [unclosed\n")
+    (places["broken_overrides"] / ".hydra" / "overrides.yaml").write_text("- 'trainer.x=1\n")
+    places["empty"] = tmp_path / "empty.ckpt"
+    places["empty"].write_bytes(b"")
+    places["text"] = tmp_path / "text.ckpt"
+    places["text"].write_text("not a checkpoint\n")
+    places["tensor"] = tmp_path / "tensor.ckpt"
+    torch.save(torch.zeros(3), places["tensor"])
+    inputs = np.random.default_rng(0).uniform(size=(5, 8, 8)).astype(np.float32)
+    inputs[1, 0, 0], inputs[3, 2, 2] = np.nan, np.inf
+    places["non_finite"] = tmp_path / "inputs.npy"
+    np.save(places["non_finite"], inputs)
+    places["not_global"] = tmp_path / "not_global"
+    (places["not_global"] / "experiment").mkdir(parents=True)
+    (places["not_global"] / "experiment" / "quick.yaml").write_text("trainer:\n  max_epochs: 1\n")
+    return places
 
 
 def overrides(case: str, places: dict[str, Path]) -> list[str]:
@@ -374,13 +559,66 @@ def test_a_broken_yaml_file_hydra_reads_is_named_with_its_line(tmp_path: Path) -
     assert message.startswith(f"{broken} is not valid YAML") and "(line 3, column 5)" in message
 
 
-def test_an_error_raised_by_the_job_itself_keeps_hydras_report(
+def test_a_run_that_was_refused_leaves_the_runs_it_read_as_they_were(
     places: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Only Hydra's errors *before* the job are turned into a paragraph: what the job raises
-    (here Hydra's instantiate, from inside the task) is not bad input this layer can explain."""
+    """`resume=` refused (fewer epochs than done): the run directory, Hydra's record of it
+    included, is as it was; nothing of the refused command is added."""
+    run = places["cnn"]
+    before = {str(p): p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
     code, err = run_in_process(
-        "train", ["model.net._target_=no.such.Net"], places["logs"], monkeypatch
+        "train", [f"resume={run}", "trainer.max_epochs=0"], places["logs"], monkeypatch
     )
-    assert code == 1
-    assert "Error executing job with overrides" in err and "no.such.Net" in err
+    assert_one_paragraph_error(code, err, "has trained 1 epoch")
+    assert {str(p): p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()} == before
+
+
+# Cases of issue 26 exactly as a user types them (an environment variable, a value with a
+# space, a launcher), through the real command line: (id, environment, arguments, message).
+COMMAND_LINES: list[tuple[str, dict[str, str], list[str], str]] = [
+    ("empty log dir variable", {LOG_DIR_VAR: ""}, [], "paths.log_dir is empty"),
+    ("empty run dir", {}, ["hydra.run.dir="], "`hydra.run.dir=` is empty"),
+    (
+        "value with a space",
+        {},
+        ["+data.extra=key: value"],
+        "`data.extra=key: value` was refused by my_project.data.digits.DigitsDataModule",
+    ),
+    (
+        "launch port that is not one",
+        {"MASTER_PORT": "abc"},
+        ["trainer.accelerator=cpu", "trainer.devices=2"],
+        "MASTER_PORT='abc' is not a TCP port",
+    ),
+    ("two nodes without a launcher", {}, ["trainer.num_nodes=2"], "wait forever"),
+    (
+        "wandb online without credentials",
+        {"WANDB_MODE": "online", "NETRC": "/nonexistent/netrc"},
+        ["logger=default", "trainer.max_epochs=1"],  # CSV and wandb, whatever the project's
+        "WANDB_MODE=online asks wandb to log online, but no credentials were found",
+    ),
+]
+if not shutil.which("sbatch") and not shutil.which("srun"):
+    COMMAND_LINES.append(
+        ("SLURM without SLURM", {}, ["-m", "hydra/launcher=slurm"], "cannot start the jobs")
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("env", "args", "expected"), [c[1:] for c in COMMAND_LINES], ids=[c[0] for c in COMMAND_LINES]
+)
+def test_bad_input_with_its_environment_from_a_real_command_line(
+    env: dict[str, str], args: list[str], expected: str, tmp_path: Path
+) -> None:
+    """Run from an empty folder: whatever a failed check would write relative to the current
+    directory (`hydra.run.dir=`) would show there."""
+    logs = tmp_path / "logs"
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run_entry(
+        "train", *args, cwd=work, timeout=180, env=clean_env(**{LOG_DIR_VAR: str(logs), **env})
+    )
+    assert_one_paragraph_error(result.returncode, result.stderr, expected)
+    assert "credentials found but" not in result.stderr  # WANDB_MODE=online said so
+    assert not logs.exists() and not list(work.iterdir())

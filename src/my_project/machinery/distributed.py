@@ -2,11 +2,27 @@
 
 Imported by Hydra before any job runs (see configs/hydra/default.yaml), so it stays light:
 torch is imported only where several processes are already running.
+
+The processes a DDP launcher starts end with it, however it ends (``kill -9`` included):
+Lightning's launcher starts the other ranks as child processes (`strategies/ddp.py`), and when
+the launching process is killed outright during start-up nothing tells them: a child that has
+not met it yet retries its connection for torch's default 30 minutes, one that has waits in
+its first collective as long. :func:`die_with_launcher`, first thing in every entry point,
+has each child ask the kernel for SIGKILL when its parent dies (Linux
+``prctl(PR_SET_PDEATHSIG)``; elsewhere a thread watches the parent's pid). A launcher that
+died before the child got that far is caught by comparing the parent's pid with the one the
+launcher handed down.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -21,6 +37,44 @@ _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
 _STORE_KEY = __name__.split(".")[0] + "/{what}"  # the package's own keys
 
 _job_end_hooks: list[Callable[[bool], None]] = []
+
+# Set by the launcher in its children's environment: its own pid.
+LAUNCHER_PID = f"{__name__.split('.')[0].upper()}_LAUNCHER_PID"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_WATCH_EVERY_S = 0.5
+_KILLED = 128 + 9  # the status of a process killed by SIGKILL, as the shell reports it
+
+
+def launcher_environment() -> dict[str, str]:
+    """What the launcher adds to a child's environment."""
+    return {LAUNCHER_PID: str(os.getpid())}
+
+
+def die_with_launcher() -> None:
+    """In a child of this project's DDP launcher: be killed when the launcher dies. Does
+    nothing in any other process."""
+    expected = os.environ.get(LAUNCHER_PID, "")
+    if not expected.isdigit():
+        return
+    if not (sys.platform.startswith("linux") and _set_parent_death_signal()):
+        threading.Thread(
+            target=_watch_parent, args=(int(expected),), name="die-with-launcher", daemon=True
+        ).start()
+    if os.getppid() != int(expected):  # the launcher died before the line above
+        os._exit(_KILLED)
+
+
+def _set_parent_death_signal() -> bool:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)) == 0
+    return False
+
+
+def _watch_parent(expected: int) -> None:
+    while os.getppid() == expected:
+        time.sleep(_WATCH_EVERY_S)
+    os._exit(_KILLED)
 
 
 def is_rank_zero() -> bool:

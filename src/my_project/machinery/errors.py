@@ -15,14 +15,20 @@ class UserError(Exception):
     """Bad input (config, paths, checkpoints): the message says what was wrong and what to do.
 
     ``every_rank``: raised alike by every process of a multi-process run (a check of
-    synchronised metrics), so only rank 0 shows it.
+    synchronised metrics, a config every process builds), so only rank 0 shows it.
+    ``exit_code``: 2 for bad input; a run stopped by its surroundings (a full disk) says so in
+    one paragraph too, with its own status.
     """
 
     exit_code = 2
 
-    def __init__(self, message: str, *, every_rank: bool = False) -> None:
+    def __init__(
+        self, message: str, *, every_rank: bool = False, exit_code: int | None = None
+    ) -> None:
         super().__init__(message)
         self.every_rank = every_rank
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
 def report_user_errors(func: F) -> F:

@@ -14,6 +14,8 @@ from urllib.request import getproxies, proxy_bypass
 
 from lightning.pytorch.utilities import rank_zero_info
 
+from ..errors import UserError
+
 
 def wandb_credentials_available() -> bool:
     """True when wandb could log in without asking: an API key in the env or in ~/.netrc."""
@@ -83,11 +85,16 @@ def wandb_logger(
     from lightning.pytorch.loggers import WandbLogger
 
     mode = os.environ.get("WANDB_MODE")
+    credentials = wandb_credentials_available()
     if offline is None:
-        offline = mode in ("offline", "dryrun") or (
-            mode != "online" and not wandb_credentials_available()
+        offline = mode in ("offline", "dryrun") or (mode != "online" and not credentials)
+    if not offline and not credentials:
+        asked = "WANDB_MODE=online" if mode == "online" else "logger.wandb.offline=false"
+        raise UserError(
+            f"{asked} asks wandb to log online, but no credentials were found (no "
+            "WANDB_API_KEY, no `wandb login`), and wandb would stop the run to ask for them. Run "
+            f"`wandb login` once, or drop {asked} to log offline (`wandb sync` uploads later)."
         )
-    Path(save_dir).mkdir(parents=True, exist_ok=True)
     unreachable = None if offline else wandb_reachable(wandb_server())
     if unreachable:
         offline = True
@@ -112,7 +119,37 @@ def wandb_logger(
     # run although nobody asked for it; drop the key (a private attribute, checked by a test).
     if logger._wandb_init.get("anonymous") is None:
         logger._wandb_init.pop("anonymous", None)
+    check_init_settings(logger._wandb_init)
+    Path(save_dir).mkdir(parents=True, exist_ok=True)
     return logger
+
+
+# `wandb.init`'s arguments and the settings they become (wandb 0.2x-0.3x, `wandb_init.init`).
+_INIT_SETTINGS = {
+    "job_type": "run_job_type",
+    "project": "project",
+    "entity": "entity",
+    "tags": "run_tags",
+    "group": "run_group",
+    "name": "run_name",
+    "notes": "run_notes",
+    "mode": "mode",
+    "resume": "resume",
+    "id": "run_id",
+}
+
+
+def check_init_settings(init: dict[str, Any]) -> None:
+    """The arguments the logger will pass to ``wandb.init``, validated now as wandb's own
+    ``Settings`` validates them (a tag over 64 characters, a bad ``mode``): the run starts
+    lazily, at the first log, after the run directory is written."""
+    import wandb
+
+    settings = wandb.Settings()
+    for argument, name in _INIT_SETTINGS.items():
+        value = init.get(argument)
+        if value is not None:
+            setattr(settings, name, tuple(value) if argument == "tags" else value)
 
 
 def finish_wandb_run(failed: bool = False) -> None:

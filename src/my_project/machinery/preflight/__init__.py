@@ -8,9 +8,14 @@ directory, the loggers and the first checkpoints exist. The entry points call tw
   values, accelerator/devices/strategy, the checkpoint path (and a warning when the config
   validates nothing);
 - :func:`check_built`, on the built objects, before the Trainer runs them: the checkpoint
-  against the model, the training data against the batch size.
+  against the model (and the epochs it trained against those asked for), the training data
+  against the batch size;
+- `dry_run`: what would fail only once training runs (a schedule, a validation interval, a
+  layer of size 0), tried on the built objects; the entry points call it inside
+  `run.refusals.built_from`, which names the config key to blame.
 
-Each topic is a module of its own: `values`, `devices`, `checkpoint`, `data`, `loggers`.
+Each topic is a module of its own: `values`, `devices`, `checkpoint`, `data`, `loggers`,
+`dry_run`.
 """
 
 from __future__ import annotations
@@ -24,13 +29,19 @@ from omegaconf import DictConfig, OmegaConf
 from ..distributed import is_rank_zero
 from ..errors import UserError
 from ..reliability.resume import resolve_checkpoint_path
-from .checkpoint import check_checkpoint_matches, check_checkpoint_path
+from .checkpoint import (
+    check_checkpoint_matches,
+    check_checkpoint_path,
+    check_resumed_progress,
+    read_checkpoint,
+)
 from .data import check_training_data
-from .devices import check_devices, strategy_names
+from .devices import check_devices, check_nodes_launched, strategy_names
 from .loggers import check_logger_settings
 from .values import (
     check_config_resolves,
     check_config_types,
+    check_global_groups,
     check_trainer_types,
     check_value_ranges,
     nothing_validated_warning,
@@ -54,6 +65,7 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     check_config_resolves(cfg)
     check_trainer_types(cfg.trainer)
     check_devices(cfg.trainer)
+    check_nodes_launched(cfg.trainer)
     output_dir = Path(cfg.paths.output_dir)
     # `ckpt_path: ???` (eval, predict) reads as None here: the message below says what to pass.
     requested = OmegaConf.select(cfg, "ckpt_path")
@@ -63,6 +75,16 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
         raise UserError(
             f"{script} needs a checkpoint: `python {script}.py ckpt_path=PATH/TO/best.ckpt`."
         )
+    if ckpt_path is not None:
+        checkpoint = read_checkpoint(ckpt_path)
+        if not checkpoint_required and cfg.get("train", True):
+            check_resumed_progress(
+                ckpt_path,
+                checkpoint,
+                OmegaConf.select(cfg, "trainer.max_epochs"),
+                OmegaConf.select(cfg, "trainer.max_steps"),
+            )
+    check_global_groups(cfg)
     check_config_types(cfg)
     check_value_ranges(cfg)
     check_logger_settings(cfg.get("logger"))
@@ -76,7 +98,7 @@ def check_built(
     model: Any, datamodule: Any, ckpt_path: str | None, training: bool
 ) -> dict[str, Any]:
     """The checks that need the built model and data. Returns the checkpoint's training
-    progress (``epoch``, ``global_step``; empty without a checkpoint)."""
+    progress (``epoch``, ``global_step``, ``epochs_done``; empty without a checkpoint)."""
     resumed = check_checkpoint_matches(ckpt_path, model) if ckpt_path else {}
     if training:
         check_training_data(datamodule)

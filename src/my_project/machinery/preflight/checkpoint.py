@@ -6,6 +6,7 @@ Without these, a checkpoint of another model fails with a long key list from
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,13 @@ def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str
     if ckpt_path is None:
         return None
     path = Path(ckpt_path)
+    if path.is_dir():
+        found = sorted(str(p.relative_to(path)) for p in path.rglob("*.ckpt"))[:5]
+        listed = f" It holds {', '.join(found)}." if found else " It holds no `.ckpt` file."
+        raise UserError(
+            f"{what}={ckpt_path} is a directory, not a checkpoint file.{listed} Pass a file, "
+            f"e.g. `{what}=logs/train/runs/<run>/checkpoints/last.ckpt`."
+        )
     if not path.is_file():
         hint = ""
         if path.parent.is_dir():
@@ -29,27 +37,100 @@ def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str
     return str(path)
 
 
-def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
-    """The checkpoint is readable and holds weights of exactly this model's shapes.
-
-    Returns the checkpoint's training progress (``epoch``, ``global_step``).
-    """
+def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
+    """The checkpoint's contents, on the CPU, if it is a readable Lightning checkpoint; else a
+    UserError saying what the file is (empty, not a checkpoint, a bare tensor...)."""
     import torch
 
-    try:
-        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:
+    size = Path(ckpt_path).stat().st_size if Path(ckpt_path).is_file() else None
+    if size == 0:
         raise UserError(
-            f"ckpt_path={ckpt_path} cannot be read as a checkpoint ({type(error).__name__}: "
-            f"{str(error).splitlines()[0][:200]}). It may be truncated or not a checkpoint; use "
+            f"{what}={ckpt_path} is an empty file (0 bytes), not a checkpoint: a save was cut "
+            "short, or the file was created empty. Pass another one (checkpoints/last.ckpt is "
+            "written atomically and is always complete)."
+        )
+    # torch.save writes a zip archive: only a whole one can be memory-mapped, and a file that
+    # does not even begin as one is no checkpoint (torch would answer with advice on mmap).
+    with open(ckpt_path, "rb") as handle:
+        begins_as_archive = handle.read(4) == b"PK\x03\x04"
+    try:
+        checkpoint = torch.load(
+            ckpt_path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(ckpt_path)
+        )
+    except Exception as error:
+        if not begins_as_archive:
+            raise UserError(
+                f"{what}={ckpt_path} is not a checkpoint: torch.save writes a zip archive, and "
+                "this file is not one. Pass a checkpoint written by this project's train.py (a "
+                "run's checkpoints/*.ckpt)."
+            ) from error
+        raise UserError(
+            f"{what}={ckpt_path} cannot be read as a checkpoint ({type(error).__name__}: "
+            f"{_first_line(error)}). It may be truncated or not a checkpoint; use "
             "another one (checkpoints/last.ckpt is written atomically and is always complete)."
         ) from error
     weights = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
     if not isinstance(weights, dict):
+        holds = type(checkpoint).__name__
         raise UserError(
-            f"ckpt_path={ckpt_path} is not a Lightning checkpoint (no state_dict). Pass a "
-            "checkpoint written by this project's train.py."
+            f"{what}={ckpt_path} is not a Lightning checkpoint: it holds a {holds}"
+            f"{' without a state_dict' if isinstance(checkpoint, dict) else ''}. Pass a "
+            "checkpoint written by this project's train.py (a run's checkpoints/*.ckpt)."
         )
+    return checkpoint
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return (lines[0] if lines else "")[:200]
+
+
+def epochs_done(checkpoint: dict[str, Any]) -> int | None:
+    """How many epochs the checkpoint's training ran through (its training batches), as
+    Lightning's fit loop counts them; None when the checkpoint does not say."""
+    try:
+        progress = checkpoint["loops"]["fit_loop"]["epoch_progress"]["current"]
+        return int(progress["processed"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def check_resumed_progress(
+    ckpt_path: str, checkpoint: dict[str, Any], max_epochs: Any, max_steps: Any
+) -> None:
+    """A resume that asks for fewer epochs (or steps) than the checkpoint has trained, in one
+    line: Lightning stops with a traceback once the run directory is written (epochs), or
+    trains nothing without a word (steps)."""
+    done = epochs_done(checkpoint)
+    if done is not None and _limit(max_epochs) is not None and done > max_epochs:
+        raise UserError(
+            f"{ckpt_path} has trained {done} epoch{'s' if done != 1 else ''}, more than "
+            f"trainer.max_epochs={max_epochs} asks for. Ask for more to train further (e.g. "
+            f"`trainer.max_epochs={done + 10}`), or `trainer.max_epochs={done}` to only test it."
+        )
+    steps = checkpoint.get("global_step")
+    if isinstance(steps, int) and _limit(max_steps) is not None and steps > max_steps:
+        raise UserError(
+            f"{ckpt_path} has trained {steps} steps, more than trainer.max_steps={max_steps} "
+            f"asks for. Ask for more to train further, `trainer.max_steps={steps}` to only "
+            "test it, or `trainer.max_steps=-1` for no limit."
+        )
+
+
+def _limit(value: Any) -> int | None:
+    """A limit of the Trainer (`max_epochs`, `max_steps`); None for none (-1, null)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
+    """The checkpoint is readable and holds weights of exactly this model's shapes.
+
+    Returns the checkpoint's training progress (``epoch``, ``global_step``, ``epochs_done``).
+    """
+    checkpoint = read_checkpoint(ckpt_path)
+    weights = checkpoint["state_dict"]
     expected = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     problems = [f"{k} missing" for k in expected if k not in weights]
     problems += [
@@ -72,4 +153,5 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
             "same model overrides as the run that wrote it (e.g. `model/net=cnn`), or "
             "`resume=<its run dir>`, which reloads that run's config."
         )
-    return {k: checkpoint.get(k) for k in ("epoch", "global_step")}
+    progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
+    return {**progress, "epochs_done": epochs_done(checkpoint)}

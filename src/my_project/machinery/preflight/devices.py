@@ -2,7 +2,10 @@
 
 Lightning finds the same mistakes, but later (after the run directory and the logger exist)
 and in terms of its own arguments ("You requested gpu: [0, 1] But your machine only has:
-[0]"). Here each one is a :class:`UserError` that says what to type instead.
+[0]"). Here each one is a :class:`UserError` that says what to type instead. A world that
+cannot form is refused before any process starts: several nodes with nothing that starts the
+processes of the other nodes (it would wait for them forever), and launch variables
+(``MASTER_PORT=abc``) the processes could not meet at.
 """
 
 from __future__ import annotations
@@ -41,9 +44,86 @@ def check_devices(trainer: Mapping[str, Any]) -> None:
     if isinstance(strategy, str):
         _check_strategy_name(strategy.lower())
     if isinstance(accelerator, str):
-        _check_devices(accelerator.lower(), trainer.get("devices", "auto"))
+        _check_devices(accelerator, trainer.get("devices", "auto"))
     if isinstance(strategy, str) and strategy.lower() == DP_NAME:
         _check_dp(int(trainer.get("num_nodes", 1) or 1))
+
+
+def check_nodes_launched(trainer: Mapping[str, Any]) -> None:
+    """Several nodes, and something started this process as one of them (a run, not a plan:
+    `doctor` shows what such a config would use wherever it is asked)."""
+    nodes = trainer.get("num_nodes", 1)
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 1:
+        _check_nodes_launched(nodes)
+
+
+# What starts one process on each node: cluster schedulers and launchers Lightning detects,
+# or the variables Lightning's docs have you set on each node to start them by hand (as
+# Kubeflow's PyTorchJob does; Lightning cannot detect Kubeflow by itself).
+_BY_HAND = ("NODE_RANK", "GROUP_RANK", "RANK")
+
+
+def multi_node_launcher() -> str | None:
+    """The name of what started this process on one of several nodes, if anything did."""
+    from lightning.fabric.plugins.environments import (
+        LSFEnvironment,
+        SLURMEnvironment,
+        TorchElasticEnvironment,
+    )
+
+    for environment in (SLURMEnvironment, TorchElasticEnvironment):
+        if environment.detect():
+            return environment.__name__
+    try:
+        if LSFEnvironment.detect():
+            return LSFEnvironment.__name__
+    except Exception:  # LSF's detection reads files that may be missing
+        pass
+    if any(name in os.environ for name in _BY_HAND) and "MASTER_ADDR" in os.environ:
+        return "MASTER_ADDR and a rank"
+    return None
+
+
+def _check_nodes_launched(nodes: int) -> None:
+    if multi_node_launcher() is not None:
+        return
+    raise UserError(
+        f"trainer.num_nodes={nodes} asks for {nodes} machines, but nothing started this "
+        "process as one of them (no torchrun, SLURM or LSF, and no NODE_RANK and MASTER_ADDR "
+        "set): it would wait forever for the other nodes to join. Run on one "
+        "machine with `trainer.num_nodes=1`, or start the run on every node, e.g. "
+        f"`torchrun --nnodes={nodes} --nproc-per-node=<devices> --rdzv-endpoint=<host>:29500 "
+        f"train.py trainer.num_nodes={nodes}`, or `-m hydra/launcher=slurm` on a SLURM cluster."
+    )
+
+
+# Variables the launcher and torch.distributed read as whole numbers; MASTER_PORT a TCP port.
+_LAUNCH_NUMBERS = ("NODE_RANK", "GROUP_RANK", "LOCAL_RANK", "RANK", "WORLD_SIZE")
+
+
+def check_launch_environment(trainer: Any) -> None:
+    """The variables the processes of a multi-process run meet by are usable: a bad one
+    (``MASTER_PORT=abc``) fails when the launcher starts, after the run directory is written.
+
+    Only the built Trainer knows whether this run has several processes."""
+    if getattr(trainer, "world_size", 1) <= 1:
+        return
+    problems = []
+    port = os.environ.get("MASTER_PORT")
+    if port is not None and not (port.strip().isdigit() and 0 < int(port) < 65536):
+        problems.append(f"MASTER_PORT={port!r} is not a TCP port (a whole number 1-65535)")
+    for name in _LAUNCH_NUMBERS:
+        value = os.environ.get(name)
+        if value is not None and not value.strip().isdigit():
+            problems.append(f"{name}={value!r} is not a whole number >= 0")
+    if "MASTER_ADDR" in os.environ and not os.environ["MASTER_ADDR"].strip():
+        problems.append("MASTER_ADDR is empty")
+    if problems:
+        raise UserError(
+            f"This run starts {trainer.world_size} processes, which meet at MASTER_ADDR:"
+            f"MASTER_PORT, but {'; '.join(problems)}. Fix the environment variable, or unset it "
+            "(`unset MASTER_PORT`: a free port is picked)."
+        )
 
 
 def _check_strategy_name(name: str) -> None:
@@ -63,8 +143,13 @@ def _check_strategy_name(name: str) -> None:
 def _check_devices(accelerator: str, devices: Any) -> None:
     known = ["auto", "gpu", *AcceleratorRegistry.available_accelerators()]
     if accelerator not in known:
+        # Lightning's names are lower case (`CPU` is refused when the Trainer is built).
+        close = [n for n in known if n == accelerator.lower()] or difflib.get_close_matches(
+            accelerator, known, n=1
+        )
+        hint = f" Did you mean `trainer.accelerator={close[0]}`?" if close else ""
         raise UserError(
-            f"trainer.accelerator={accelerator!r} is not an accelerator. Valid names: "
+            f"trainer.accelerator={accelerator!r} is not an accelerator.{hint} Valid names: "
             f"{', '.join(dict.fromkeys(known))}. Use `trainer.accelerator=auto` to take the GPU "
             "when there is one and the CPU otherwise."
         )

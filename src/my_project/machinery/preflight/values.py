@@ -11,6 +11,8 @@ the type annotation of the parameter it goes to, and values are checked by key n
 from __future__ import annotations
 
 import inspect
+import math
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -72,6 +74,41 @@ def check_config_resolves(cfg: DictConfig) -> None:
         else:
             advice = f"Fix what it names, or set `{key}=...` yourself."
         raise UserError(f"{key} cannot be resolved: {problem}. {advice}") from error
+
+
+def check_global_groups(cfg: DictConfig) -> None:
+    """A config file of a group whose files set top-level keys (``experiment``, ``debug``...)
+    without ``# @package _global_``: Hydra puts its keys under the group's name
+    (``experiment.trainer.max_epochs``), where nothing reads them, and the run would silently
+    do something other than the file asks."""
+    from ..config import config_dir
+
+    for name in cfg:
+        key = str(name)
+        folder = config_dir() / key
+        files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+        if not files or not all(_declares_global_package(f) for f in files):
+            continue
+        node = cfg[key]
+        keys = ", ".join(f"{key}.{k!s}" for k in node) if isinstance(node, DictConfig) else key
+        raise UserError(
+            f"The `{key}` config you chose has no `# @package _global_` first line, so Hydra put "
+            f"its values under `{key}.` ({keys}), where nothing reads them: the run would "
+            f"ignore them. Add `# @package _global_` as the file's first line, as in "
+            f"configs/{key}/{files[0].name}."
+        )
+
+
+def _declares_global_package(path: Any) -> bool:
+    with open(path) as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            if not line.startswith("#"):
+                return False
+            if line.replace(" ", "").startswith("#@package_global_"):
+                return True
+    return False
 
 
 def check_trainer_types(trainer: DictConfig) -> None:
@@ -271,7 +308,9 @@ def named_value_errors(node: Any, path: str = "") -> list[str]:
             rule = _rule_for(str(key))
             if rule is not None and _number(value):
                 allowed, valid, whole = rule
-                if (whole and not isinstance(value, int)) or not valid(value):
+                if not math.isfinite(value):  # inf passes `>= 0`; the run would end in NaNs
+                    errors.append(f"`{where}={value!r}` must be a finite number ({allowed})")
+                elif (whole and not isinstance(value, int)) or not valid(value):
                     errors.append(f"`{where}={value!r}` must be {allowed}")
                 elif allowed.startswith("a fraction"):
                     fractions[where] = value
@@ -282,6 +321,27 @@ def named_value_errors(node: Any, path: str = "") -> list[str]:
     elif isinstance(node, list):
         for i, item in enumerate(node):
             errors.extend(named_value_errors(item, f"{path}[{i}]"))
+    return errors
+
+
+def empty_dir_errors(node: Any, path: str = "") -> list[str]:
+    """Folders (`*_dir`, `dirpath` keys, any config) given as an empty string: what is written
+    there would land in the current directory, or at the filesystem's root below it
+    (`${paths.data_dir}/mnist` is `/mnist`)."""
+    errors: list[str] = []
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            where = f"{path}.{key}" if path else str(key)
+            name = str(key).lower()
+            is_dir = name in ("dir", "dirpath") or name.endswith("_dir")
+            if is_dir and isinstance(value, str) and not value.strip():
+                variables = sorted(
+                    v for v, text in os.environ.items() if v.endswith("_DIR") and not text.strip()
+                )
+                cause = f", as {', '.join(variables)} is set but empty" if variables else ""
+                errors.append(f"`{where}=` is empty{cause}: give it a folder, or unset it")
+            else:
+                errors.extend(empty_dir_errors(value, where))
     return errors
 
 
@@ -312,6 +372,7 @@ def check_value_ranges(cfg: DictConfig) -> None:
     trainer = container.get("trainer") or {}
     errors = unavailable_accelerator_errors(trainer) + trainer_range_errors(trainer)
     errors += named_value_errors({k: v for k, v in container.items() if k != "trainer"})
+    errors += empty_dir_errors({k: v for k, v in container.items() if k != "hydra"})
     if errors:
         raise UserError(
             f"Value out of range in the config: {'; '.join(errors)}. Fix the override on the "

@@ -4,7 +4,9 @@ Lightning's ``TorchCheckpointIO`` "atomic" save writes through an fsspec transac
 temporary file lives in the system temp directory: when that is another filesystem (a tmpfs
 ``/tmp``, a node-local disk) the final move is a copy, which ``kill -9`` can cut short, and
 nothing is fsynced. Here the temporary file sits next to the target, is fsynced, then
-``os.replace``d over it (atomic on POSIX and Windows), and the directory is fsynced.
+``os.replace``d over it (atomic on POSIX and Windows), and the directory is fsynced. The
+temporary file's name ends in ``.part``, not ``.ckpt``: one a ``kill -9`` or a full disk leaves
+behind is never taken for a checkpoint (``*.ckpt``, ``last*.ckpt``); the next save removes it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from .secrets import MASK, secret_values
 
 _PARTIAL_PREFIX = ".partial-"
+_PARTIAL_SUFFIX = ".part"
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -58,7 +61,7 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
     """``torch.save`` to a temporary file beside ``path``, fsync, then rename over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{_PARTIAL_PREFIX}{os.getpid()}-{path.name}"
+    tmp = path.parent / f"{_PARTIAL_PREFIX}{os.getpid()}-{path.name}{_PARTIAL_SUFFIX}"
     try:
         with open(tmp, "wb") as handle:
             torch.save(obj, handle)

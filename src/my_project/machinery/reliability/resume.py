@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from ..distributed import is_rank_zero
 from ..errors import UserError
+from .run_dir import note_new_folder
 from .secrets import MASK
 
 RESUME_KEY = "resume"
@@ -53,7 +54,7 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
             f"resume={run_dir}: the run has no checkpoints/last.ckpt (it stopped before its "
             "first checkpoint). Start it again instead."
         )
-    saved = [str(o) for o in OmegaConf.to_container(OmegaConf.load(saved_path))]  # type: ignore[union-attr]
+    saved = saved_overrides(saved_path, run_dir)
     saved += saved_search_path(run_dir)
     new = [arg for arg in argv if override_key(arg) != RESUME_KEY]
     new_keys = {override_key(o) for o in new} | {"ckpt_path", "hydra.run.dir"}
@@ -66,6 +67,7 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
             "from an environment variable in the config (`${oc.env:NAME}`)."
         )
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+    note_new_folder(run_dir / ".hydra" / f"resume_{stamp}")
     return [
         *kept,
         *new,
@@ -76,6 +78,29 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     ]
 
 
+def saved_overrides(saved_path: Path, run_dir: Path) -> list[str]:
+    """The overrides the run was started with, as Hydra saved them (a YAML list of strings);
+    a file that is not that (edited, cut short) is a UserError naming it."""
+    problem = None
+    try:
+        saved = OmegaConf.to_container(OmegaConf.load(saved_path))
+    except Exception as error:  # yaml's ScannerError, ParserError, a file that is not text
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = f"{getattr(error, 'problem', None) or type(error).__name__}{where}"
+    else:
+        if not isinstance(saved, list) or not all(isinstance(o, str) for o in saved):
+            problem = f"it holds a {type(saved).__name__}, not a list of overrides"
+    if problem is not None:
+        raise UserError(
+            f"resume={run_dir}: {saved_path} cannot be read ({problem}), so the run's command "
+            "cannot be rebuilt. Restore the file (a YAML list such as `- model/net=cnn`), or "
+            f"start again with the original overrides and `ckpt_path={run_dir}/checkpoints/"
+            "last.ckpt`."
+        )
+    return [str(o) for o in saved]  # type: ignore[union-attr]
+
+
 def saved_search_path(run_dir: Path) -> list[str]:
     """The run's ``hydra.searchpath`` override, if it had one: where its configs were found
     (e.g. a team's configs outside `configs/`). Hydra keeps it with its own overrides in
@@ -83,7 +108,14 @@ def saved_search_path(run_dir: Path) -> list[str]:
     hydra_record = run_dir / ".hydra" / "hydra.yaml"
     if not hydra_record.is_file():
         return []
-    overrides = OmegaConf.select(OmegaConf.load(hydra_record), "hydra.overrides.hydra") or []
+    try:
+        overrides = OmegaConf.select(OmegaConf.load(hydra_record), "hydra.overrides.hydra") or []
+    except Exception as error:  # a broken record: the run's configs are the project's own
+        raise UserError(
+            f"resume={run_dir}: {hydra_record} cannot be read ({type(error).__name__}), so "
+            "where the run found its configs is unknown. Restore the file, or start again with "
+            f"the original overrides and `ckpt_path={run_dir}/checkpoints/last.ckpt`."
+        ) from error
     return [str(o) for o in overrides if override_key(str(o)) == "hydra.searchpath"]
 
 

@@ -10,6 +10,10 @@ runs, so a run that stops at a check leaves it behind. :func:`remove_if_untouche
 again, only when this process created it (by ``unique_dir``, inside a sweep directory it
 created, or as a ``hydra.run.dir`` given on the command line that did not exist before) and
 it holds nothing but Hydra's own files; so are the empty folders it made around it.
+
+An empty log or run directory is refused before anything is made: ``hydra.run.dir=`` would
+write the run into the current directory, ``MY_PROJECT_LOG_DIR=`` (an empty ``paths.log_dir``)
+at the root of the filesystem (``/train/runs/...``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -32,10 +37,12 @@ _RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
 _SWEEP_RECORD = "multirun.yaml"
 
 
-def unique_dir(prefix: str) -> str:
+def unique_dir(prefix: str, _root_: Any = None) -> str:
     """Create and return ``prefix`` or the first free ``prefix_N``."""
     if prefix in _created:
         return _created[prefix]
+    if _root_ is not None:
+        check_log_dir(OmegaConf.select(_root_, "paths.log_dir", default=None))
     _check_creatable(Path(prefix), "paths.log_dir")
     _note_new_folders(Path(prefix).parent)
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
@@ -51,9 +58,26 @@ def unique_dir(prefix: str) -> str:
     raise AssertionError("unreachable")
 
 
+def check_log_dir(log_dir: Any) -> None:
+    """An empty ``paths.log_dir`` (an empty environment variable behind it) is a UserError:
+    the run directory below it would be relative to nowhere, at the filesystem's root."""
+    if not isinstance(log_dir, str) or log_dir.strip():
+        return
+    variables = sorted(
+        name for name, value in os.environ.items() if name.endswith("_LOG_DIR") and not value
+    )
+    cause = f" ({', '.join(variables)} is set, but empty)" if variables else ""
+    raise UserError(
+        f"paths.log_dir is empty{cause}, so runs would be written under the filesystem's root "
+        "(/train/runs/...). Give it a folder, e.g. `paths.log_dir=logs`, or unset the variable "
+        "to use logs/."
+    )
+
+
 def register_resolvers() -> None:
     """Make ``${unique_dir:...}`` available to the configs (idempotent)."""
-    OmegaConf.register_new_resolver("unique_dir", unique_dir, use_cache=True, replace=True)
+    # Not cached by OmegaConf (a resolver given `_root_` cannot be): `_created` remembers.
+    OmegaConf.register_new_resolver("unique_dir", unique_dir, replace=True)
 
 
 def _check_creatable(path: Path, key: str) -> None:
@@ -74,6 +98,15 @@ def note_run_dirs_on_command_line(overrides: Sequence[str]) -> None:
     for override in overrides:
         key, sep, value = override.partition("=")
         value = value.strip().strip("'\"")
+        if sep and key.lstrip("+") in _RUN_DIR_KEYS and not value.strip():
+            raise UserError(
+                f"`{key.lstrip('+')}=` is empty, so the run would be written into the current "
+                f"directory ({Path.cwd()}). Name a folder, e.g. "
+                f"`{key.lstrip('+')}=logs/train/runs/mine`, or leave it out for a new one under "
+                "logs/."
+            )
+        if sep and key.lstrip("+") == "paths.log_dir":
+            check_log_dir(value)
         if not sep or key.lstrip("+") not in _RUN_DIR_KEYS or not value or "${" in value:
             continue
         path = Path(value).expanduser()
@@ -89,6 +122,22 @@ def _note_new_folders(path: Path) -> None:
         _made_here.add(missing[-1])
 
 
+def note_new_folder(path: Path) -> None:
+    """Remember that this process is about to make ``path`` (e.g. the `.hydra/resume_<time>`
+    record of a resumed run), so :func:`remove_record_if_made_here` may take it back."""
+    _note_new_folders(Path(path))
+
+
+def remove_record_if_made_here(record: Path) -> bool:
+    """Remove Hydra's record folder of this command (``record``) inside a run directory that
+    was there before, if this process made it; a failed `resume=` leaves the run as it was."""
+    record = Path(record).absolute()
+    if not record.is_dir() or record not in _made_here:  # noted itself, not just under a new dir
+        return False
+    shutil.rmtree(record, ignore_errors=True)
+    return True
+
+
 def _made_by_this_process(path: Path) -> bool:
     path = path.absolute()
     return path in _made_here or any(parent in _made_here for parent in path.parents)
@@ -100,6 +149,17 @@ def _close_log_files_under(folder: Path) -> None:
         if filename and folder in Path(filename).absolute().parents:
             handler.close()
             logging.root.removeHandler(handler)
+
+
+# What Hydra and its launchers put in a sweep directory before the first job runs.
+_SWEEP_FILES = (_SWEEP_RECORD, ".submitit", ".hydra")
+
+
+def remove_untouched_sweep_dirs() -> None:
+    """The directories ``unique_dir`` made in this process, if they hold only what Hydra and
+    its launcher write before a job runs (a launch that failed leaves no empty sweep)."""
+    for made in list(_created.values()):
+        remove_if_untouched(made, _SWEEP_FILES)
 
 
 def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool:

@@ -1,14 +1,17 @@
 """Build: the objects of a run (data, model, callbacks, loggers, Trainer) from the config.
 
-Nothing here trains or writes a file of the run; the checks on the built objects
-(`preflight.check_built`) run before the Trainer, the callbacks and the loggers exist.
+Nothing here trains or writes a file of the run: every object the config names is built, and
+what would fail only once training runs is tried (`preflight.dry_run`), before `record.start`
+writes the first file. Each object is built inside `refusals.built_from` its config key, so
+whatever its class refuses is one paragraph naming the key and the value (exit status 2), and
+the run directory Hydra made is removed again (`entry.as_job`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -17,6 +20,7 @@ from ..config import print_config_tree
 from ..distributed import is_rank_zero
 from ..errors import UserError
 from ..reliability.secrets import mask_secrets, protect_run_secrets
+from .refusals import built_from, require
 
 
 @dataclass
@@ -47,6 +51,23 @@ def masked_config(cfg: DictConfig) -> dict[str, Any]:
     return mask_secrets(OmegaConf.to_container(cfg, resolve=True))
 
 
+def build_group(cfg: DictConfig, key: str) -> list[Any]:
+    """Every entry of the dict-of-configs group ``cfg.<key>`` (callbacks, loggers), each
+    inside `built_from` its own key (``callbacks.model_checkpoint``); nulls skipped.
+
+    An entry whose factory returns None (e.g. the progress bar when disabled) is skipped too.
+    """
+    from hydra.utils import instantiate
+
+    group = cfg.get(key)
+    built = []
+    for name, entry in (group or {}).items():
+        if entry and "_target_" in entry:
+            with built_from(cfg, f"{key}.{name}"):
+                built.append(instantiate(entry))
+    return [obj for obj in built if obj is not None]
+
+
 def instantiate_group(cfg: DictConfig | None) -> list[Any]:
     """Instantiate every entry of a dict-of-configs group (callbacks, loggers); skip nulls.
 
@@ -74,8 +95,10 @@ def seed_and_precision(cfg: DictConfig) -> None:
     if cfg.get("seed") is not None:
         import lightning as L
 
-        L.seed_everything(cfg.seed, workers=True)
-    set_float32_matmul_precision(cfg.get("float32_matmul_precision"))
+        with built_from(cfg, "seed", by="lightning.seed_everything"):
+            L.seed_everything(cfg.seed, workers=True)
+    with built_from(cfg, "float32_matmul_precision"):
+        set_float32_matmul_precision(cfg.get("float32_matmul_precision"))
 
 
 def model_for_data(cfg: DictConfig, datamodule: Any) -> Any:
@@ -126,7 +149,9 @@ def datamodule(cfg: DictConfig, fit: bool, test: bool) -> Any:
     """The LightningDataModule of ``cfg.data``, checked against what this run asks of it."""
     from ..preflight import contract
 
-    data = instantiate_data(cfg)
+    require(cfg, "data")
+    with built_from(cfg, "data"):
+        data = instantiate_data(cfg)
     contract.check_datamodule(data, str(cfg.data.get("_target_")), fit=fit, test=test)
     return data
 
@@ -135,50 +160,91 @@ def load_model(target: str, ckpt_path: str) -> Any:
     """Load ``ckpt_path`` into the LightningModule class named by ``target`` (on the CPU),
     from the checkpoint's own hyperparameters.
 
-    A file that is not such a checkpoint becomes a :class:`UserError` naming what to pass.
+    A file that is not such a checkpoint (empty, text, a bare tensor, another model's) is a
+    :class:`UserError` naming what to pass, as train.py says of its checkpoints.
     """
+    from ..preflight.checkpoint import read_checkpoint
     from ..preflight.contract import model_class
 
     cls = model_class(target)
+    read_checkpoint(ckpt_path)
     try:
         return cls.load_from_checkpoint(ckpt_path, map_location="cpu")
-    except (KeyError, RuntimeError, TypeError) as error:
+    except Exception as error:
         raise UserError(
-            f"{ckpt_path} is not a checkpoint of {cls.__name__} ({type(error).__name__}: "
-            f"{error}). Pass a checkpoint written by this project's train.py with the same "
-            "`model=`."
+            f"ckpt_path={ckpt_path} is not a checkpoint of {cls.__name__} ({type(error).__name__}: "
+            f"{' '.join(str(error).split())[:300]}). Pass a checkpoint written by this project's "
+            "train.py with the same `model=`."
         ) from error
 
 
+def dry_run(cfg: DictConfig, model: Any, trainer: Any, datamodule: Any) -> None:
+    """What would fail only once training runs, tried now (`preflight.dry_run`): a layer of
+    size 0, the learning-rate schedules, a validation interval longer than an epoch."""
+    from ..preflight import dry_run as dry
+
+    trainer_cfg = cast(dict[str, Any], OmegaConf.to_container(cfg.trainer, resolve=True))
+    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    batches = dry.training_batches(datamodule.train_dataloader(), trainer_cfg, trainer.world_size)
+    accumulate = int(trainer_cfg.get("accumulate_grad_batches") or 1)
+    with built_from(cfg, "model"):
+        dry.check_parameters(model, dry.zero_sizes(model_cfg, ""))
+        dry.try_schedules(
+            model,
+            epochs=trainer_cfg.get("max_epochs"),
+            steps_per_epoch=None if batches is None else batches // max(accumulate, 1),
+            max_steps=trainer_cfg.get("max_steps"),
+        )
+    with built_from(cfg, "trainer"):
+        dry.check_validation_interval(trainer_cfg, batches)
+
+
 def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
-    """Data, model (checked against the checkpoint), callbacks, loggers and Trainer of a fit."""
+    """Data, model (checked against the checkpoint), callbacks, loggers and Trainer of a fit,
+    every one built (and the fit tried, `dry_run`) before anything is written."""
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
     fit, test = bool(cfg.get("train", True)), bool(cfg.get("test", True))
     data = datamodule(cfg, fit=fit, test=test)
-    model = model_for_data(cfg, data)
-    resumed = preflight.check_built(model, data, ckpt_path, training=fit and is_rank_zero())
+    require(cfg, "model")
+    with built_from(cfg, "model"):
+        model = model_for_data(cfg, data)
+    checking = fit and is_rank_zero()
+    resumed = preflight.check_built(model, data, ckpt_path, training=checking)
+    callbacks = build_group(cfg, "callbacks")
+    loggers = build_group(cfg, "logger")
+    built_trainer = build_trainer(cfg, callbacks, loggers)
+    if checking:
+        dry_run(cfg, model, built_trainer, data)
     if is_rank_zero():
         print_config_tree(config)
-    callbacks = instantiate_group(cfg.get("callbacks"))
-    loggers = instantiate_group(cfg.get("logger"))
-    if resumed.get("global_step"):
-        from ..reliability.resume import keep_csv_history
-
-        keep_csv_history(loggers, resumed["global_step"])
     return Job(
         cfg=cfg,
         output_dir=Path(cfg.paths.output_dir),
         config=config,
         datamodule=data,
         model=model,
-        trainer=trainer(cfg, callbacks, loggers),
+        trainer=built_trainer,
         callbacks=callbacks,
         loggers=loggers,
         ckpt_path=ckpt_path,
         resumed=resumed,
     )
+
+
+def build_trainer(
+    cfg: DictConfig, callbacks: list[Any], loggers: list[Any], **overrides: Any
+) -> Any:
+    """:func:`trainer` inside `built_from` ``trainer``, then the launcher's checks (the
+    environment variables a run of several processes reads)."""
+    from ..preflight.devices import check_launch_environment
+
+    require(cfg, "trainer")
+    with built_from(cfg, "trainer"):
+        built = trainer(cfg, callbacks, loggers, **overrides)
+    check_launch_environment(built)
+    return built
 
 
 def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
@@ -191,17 +257,18 @@ def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
     model = load_model(cfg.model._target_, ckpt_path)
     data = datamodule(cfg, fit=False, test=True)
     contract.check_model_fits_data(model, data, data_name(cfg))
+    callbacks = build_group(cfg, "callbacks")
+    loggers = build_group(cfg, "logger")
+    built_trainer = build_trainer(cfg, callbacks, loggers)
     if is_rank_zero():
         print_config_tree(config)
-    callbacks = instantiate_group(cfg.get("callbacks"))
-    loggers = instantiate_group(cfg.get("logger"))
     return Job(
         cfg=cfg,
         output_dir=Path(cfg.paths.output_dir),
         config=config,
         datamodule=data,
         model=model,
-        trainer=trainer(cfg, callbacks, loggers),
+        trainer=built_trainer,
         callbacks=callbacks,
         loggers=loggers,
         ckpt_path=ckpt_path,

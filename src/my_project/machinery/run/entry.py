@@ -8,9 +8,12 @@ the task is called (from the command line, a test, a notebook).
 Bad input is one paragraph on stderr and exit status 2, and leaves no run directory, wherever
 it is found: on the command line (`resume=`, a `--config-dir` with a broken YAML file, a run
 directory under a file), while Hydra composes the config (an option or group that does not
-exist, a broken YAML file, a malformed override: `hydra_errors.py`), or in the task's checks
-(a :class:`~..errors.UserError`). SIGTERM and Ctrl-C stop a job cleanly
-(`reliability/signals.py`). Secrets are masked in everything written to stderr.
+exist, a broken YAML file, a malformed override: `hydra_errors.py`), in the task's checks
+(a :class:`~..errors.UserError`), or while the task builds the objects of the run, before it
+writes anything (whatever a class refuses: `refusals.py`). A full disk is one paragraph too
+(`reliability/disk_full.py`), naming what it kept. SIGTERM and Ctrl-C stop a job cleanly
+(`reliability/signals.py`); a DDP child ends with the process that launched it
+(`distributed.die_with_launcher`). Secrets are masked in everything written to stderr.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from typing import Any, cast
 from omegaconf import DictConfig
 
 from ..config import config_dir
-from ..distributed import is_rank_zero
+from ..distributed import die_with_launcher, is_rank_zero
 from ..errors import UserError
 from ..reliability import run_dir
+from ..reliability.disk_full import disk_full_error
 from ..reliability.run_dir import register_resolvers
 from ..reliability.secrets import mask_stderr, protect_run_secrets
 from .hydra_errors import check_yaml_files, hydra_errors_as_user_errors, report, user_error_in
@@ -80,6 +84,7 @@ def main(
     """
     import hydra
 
+    die_with_launcher()  # a DDP child: first thing, end with the process that started it
     mask_stderr()
     register_resolvers()  # before Hydra resolves the run directory
     with exit_on_user_error():
@@ -120,12 +125,13 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                     protect_run_secrets(cfg)
                 return task(cfg)
             except Exception as error:
-                user_error = user_error_in(error)
+                user_error = user_error_in(error) or disk_full_error(error, job_output_dir())
                 if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+                    remove_untouched_run_dir()  # a failure before the first file: no orphan
                     raise
                 if is_rank_zero() or not user_error.every_rank:
                     report(user_error)
-                remove_untouched_run_dir()
+                remove_untouched_run_dir(bad_input=user_error.exit_code == UserError.exit_code)
                 sys.exit(user_error.exit_code)
 
     return job
@@ -154,8 +160,16 @@ def stop_signals() -> Iterator[None]:
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
-def remove_untouched_run_dir() -> None:
-    """The run directory, if this process made it and it holds only Hydra's own files."""
+def job_output_dir() -> str | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
+
+
+def remove_untouched_run_dir(bad_input: bool = False) -> None:
+    """The run directory, if this process made it and it holds only Hydra's own files; for
+    ``bad_input`` refused before anything ran, in a run directory that was there before
+    (`resume=`), Hydra's record of this command, if this process made it."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
@@ -168,7 +182,10 @@ def remove_untouched_run_dir() -> None:
     log_file = OmegaConf.select(cast(DictConfig, hydra_cfg), "job_logging.handlers.file.filename")
     if log_file:
         hydra_files.append(Path(log_file).name)
-    run_dir.remove_if_untouched(hydra_cfg.runtime.output_dir, hydra_files)
+    output_dir = hydra_cfg.runtime.output_dir
+    removed = run_dir.remove_if_untouched(output_dir, hydra_files)
+    if not removed and bad_input and hydra_cfg.output_subdir:
+        run_dir.remove_record_if_made_here(Path(output_dir) / hydra_cfg.output_subdir)
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..config import config_dir
 from ..errors import UserError
+from ..reliability import run_dir
 
 HELP_HINT = "`python {script} --help` lists the config groups and their options."
 # The job wrapper of `entry.as_job`: errors whose traceback passes through it are the job's.
@@ -83,10 +84,11 @@ def hydra_errors_as_user_errors() -> Iterator[None]:
             except Exception as error:
                 if raised_in_job(error) or os.environ.get("HYDRA_FULL_ERROR") == "1":
                     raise
-                user_error = user_error_in(error) or as_user_error(error)
+                user_error = user_error_in(error) or launcher_error(error) or as_user_error(error)
                 if user_error is None:
                     raise
                 report(user_error)
+                run_dir.remove_untouched_sweep_dirs()
                 sys.exit(user_error.exit_code)
 
         return original(explained)
@@ -96,6 +98,32 @@ def hydra_errors_as_user_errors() -> Iterator[None]:
         yield
     finally:
         hydra_utils.run_and_report = original
+
+
+def launcher_error(error: Exception) -> UserError | None:
+    """A Hydra launcher that cannot start the jobs (``-m hydra/launcher=slurm`` where there is
+    no SLURM: submitit's ``Could not detect "srun"``) in one paragraph; None when ``error`` was
+    not raised by a launcher."""
+    frames = []
+    traceback = error.__traceback__
+    while traceback is not None:
+        frames.append(str(traceback.tb_frame.f_globals.get("__name__", "")))
+        traceback = traceback.tb_next
+    # A launcher plugin's own code (submitit's, joblib's); Hydra's basic launcher runs the jobs
+    # here, and what fails in it (a run directory that cannot be made) is said otherwise.
+    if not any(name.startswith("hydra_plugins.") and "launcher" in name for name in frames):
+        return None
+    typed = next(
+        (f"`{a}`" for a in sys.argv[1:] if a.lstrip("+").startswith("hydra/launcher=")),
+        "The launcher",
+    )
+    complaint = " ".join(f"{type(error).__name__}: {error}".split())
+    end = "" if complaint.endswith((".", "?", "!")) else "."
+    return UserError(
+        f"{typed} cannot start the jobs: {complaint}{end} Run the command where that launcher "
+        "works (e.g. a SLURM cluster's login node for `hydra/launcher=slurm`), or leave "
+        "`hydra/launcher=...` out to run the jobs here, one after another."
+    )
 
 
 def raised_in_job(error: BaseException) -> bool:
@@ -117,7 +145,7 @@ def as_user_error(error: Exception) -> UserError | None:
     from omegaconf.errors import OmegaConfBaseException
 
     script = Path(sys.argv[0]).name
-    if isinstance(error, MissingConfigException) and error.options is not None:
+    if isinstance(error, MissingConfigException) and error.missing_cfg_file:
         return UserError(_missing_option(error, script))
     yaml_error = next((e for e in _chain(error) if isinstance(e, yaml.YAMLError)), None)
     if yaml_error is not None:
@@ -141,15 +169,49 @@ def as_user_error(error: Exception) -> UserError | None:
 
 def _missing_option(error: Any, script: str) -> str:
     group, _, name = str(error.missing_cfg_file).rpartition("/")
-    options = sorted(str(option) for option in error.options)
-    close = difflib.get_close_matches(name, options, n=1)
-    hint = f" Did you mean `{group}={close[0]}`?" if close else ""
+    # A list of options (`logger=[csv,wandbb]`) comes without them: they are looked up here.
+    found = error.options if error.options is not None else group_options(group)
+    options = sorted(str(option) for option in found)
+    close = [o for o in options if o.lower() == name.lower()] or difflib.get_close_matches(
+        name, options, n=1
+    )
+    typed, suggested = f"{group}={name}", f"{group}={close[0]}" if close else ""
+    as_list = _typed_list(group, name)
+    if as_list is not None:  # `logger=[csv,wandbb]`: the option is one of a list
+        typed = f"{group}=[{','.join(as_list)}]"
+        suggested = (
+            suggested and f"{group}=[{','.join(close[0] if o == name else o for o in as_list)}]"
+        )
+    hint = f" Did you mean `{suggested}`?" if suggested else ""
     listed = ", ".join(options) or "none"
     return (
-        f"`{group}={name}`: the config group `{group}` has no option `{name}` (no file "
+        f"`{typed}`: the config group `{group}` has no option `{name}` (no file "
         f"configs/{group}/{name}.yaml).{hint} Its options: {listed}. "
         f"{HELP_HINT.format(script=script)}"
     )
+
+
+def _typed_list(group: str, name: str) -> list[str] | None:
+    """The options of a `group=[a,b]` override on the command line that holds ``name``."""
+    for arg in sys.argv[1:]:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+~") == group and value.startswith("[") and value.endswith("]"):
+            options = [o.strip() for o in value[1:-1].split(",")]
+            if name in options:
+                return options
+    return None
+
+
+def group_options(group: str) -> list[str]:
+    """The options of a config group, wherever Hydra finds them (its search path); the
+    project's configs/ folder when Hydra is not running."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        loader = GlobalHydra.instance().config_loader()
+        return list(loader.get_group_options(group))
+    folder = config_dir() / group
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
 def _close_group(message: str) -> str:

@@ -46,6 +46,8 @@ def predict(cfg: DictConfig) -> Path:
     use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
     if not cfg.get("input_path") and cfg.split not in SPLITS:
         raise UserError(f"split={cfg.split} is not a split; use one of {', '.join(SPLITS)}.")
+    output_dir = Path(cfg.paths.output_dir)
+    output_path = output_file(output_dir, cfg.get("output_file"))
     config = build.masked_config(cfg)  # build
     model = build.load_model(cfg.model._target_, ckpt_path)
     batches: SplitBatches | NpyBatches
@@ -55,22 +57,37 @@ def predict(cfg: DictConfig) -> Path:
     else:
         batches = SplitBatches(split_loader(cfg, model), model)
         source = f"the {cfg.split} split"
-    trainer = build.trainer(cfg, callbacks=[], loggers=[], enable_checkpointing=False)
+    trainer = build.build_trainer(cfg, callbacks=[], loggers=[], enable_checkpointing=False)
     if trainer.world_size > 1:
         raise UserError(
             f"predict runs in one process, but the trainer config asks for {trainer.world_size} "
             "processes; pass `trainer.devices=1`."
         )
-    output_dir = Path(cfg.paths.output_dir)  # record what runs
-    output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir.mkdir(parents=True, exist_ok=True)  # record what runs
     print_config_tree(config)
     print_config_tree(config, save_to=output_dir / "config_tree.log")
     outputs = run_on(trainer, model, batches)  # run
     columns = prediction_columns(outputs or [])  # record what came out
     targets = batches.targets()
-    path = write_predictions(columns, output_dir / cfg.output_file, targets)
+    path = write_predictions(columns, output_path, targets)
     count = len(next(iter(columns.values())))
     print(f"Wrote {count} predictions for {source} to {path}{score(columns, targets)}")
+    return path
+
+
+def output_file(output_dir: Path, name: Any) -> Path:
+    """Where the CSV goes: ``output_file`` inside the run directory (or the path it names); an
+    empty name or a directory is a UserError (the CSV would be written over the run directory,
+    its temporary file beside it)."""
+    text = "" if name is None else str(name)
+    path = output_dir / text
+    if not text.strip() or text.endswith(("/", "\\")) or path.is_dir():
+        what = "is empty" if not text.strip() else "names a directory"
+        raise UserError(
+            f"output_file={text} {what}; it is the CSV file the predictions are written to. "
+            "Give a file name, e.g. `output_file=predictions.csv` (inside the run directory) "
+            "or a path such as `output_file=/tmp/predictions.csv`."
+        )
     return path
 
 
@@ -102,7 +119,8 @@ def split_loader(cfg: DictConfig, model: Any) -> Any:
 
     # A loader that slices batches on the device (`data.on_device`) has no data set to re-read
     # in a fixed order below: ask for a DataLoader.
-    datamodule = build.instantiate_data(cfg, on_device=False)
+    with build.built_from(cfg, "data"):
+        datamodule = build.instantiate_data(cfg, on_device=False)
     contract.check_model_fits_data(model, datamodule, build.data_name(cfg))
     datamodule.prepare_data()
     datamodule.setup("test" if cfg.split == "test" else "fit")
@@ -198,8 +216,9 @@ def load_inputs(path: str | Path, in_shape: Sequence[int] | None = None) -> np.n
     shape = tuple(int(n) for n in in_shape) if in_shape is not None else None
     expected = f"(N, {', '.join(map(str, shape))})" if shape is not None else "(N, ...)"
     if not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
         raise UserError(
-            f"input_path={path} does not exist. Pass a .npy file of inputs shaped {expected}, "
+            f"input_path={path} {what}. Pass a .npy file of inputs shaped {expected}, "
             "written with numpy.save."
         )
     try:
@@ -239,7 +258,18 @@ def input_batch(array: Any, in_shape: Sequence[int] | None, source: str) -> np.n
             )
     if array.ndim == 0 or len(array) == 0:
         raise UserError(f"{source} holds no inputs; pass an array shaped {expected}.")
-    return array.astype(np.float32)
+    array = array.astype(np.float32)
+    finite = np.isfinite(array.reshape(len(array), -1)).all(axis=1)
+    if not finite.all():
+        rows = np.flatnonzero(~finite)
+        listed = ", ".join(str(i) for i in rows[:10]) + (" ..." if len(rows) > 10 else "")
+        raise UserError(
+            f"{source} has NaN or infinite values in {len(rows)} of its {len(array)} "
+            f"inputs (rows {listed}, counting from 0); a model's outputs for them mean nothing. "
+            "Replace or drop those rows (e.g. `inputs[numpy.isfinite(inputs).reshape(len("
+            "inputs), -1).all(1)]`) and save the file again."
+        )
+    return array
 
 
 def prediction_columns(outputs: Sequence[Any]) -> dict[str, torch.Tensor]:
@@ -290,12 +320,16 @@ def write_predictions(
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".part")
     values = [column.tolist() for column in table.values()]
-    with open(partial, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["index", *table])
-        for i, row in enumerate(zip(*values, strict=True)):
-            writer.writerow([i, *(f"{v:.6f}" if isinstance(v, float) else v for v in row)])
-    os.replace(partial, path)
+    try:
+        with open(partial, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["index", *table])
+            for i, row in enumerate(zip(*values, strict=True)):
+                writer.writerow([i, *(f"{v:.6f}" if isinstance(v, float) else v for v in row)])
+        os.replace(partial, path)
+    except BaseException:  # a full disk, a signal: no half-written file is left
+        partial.unlink(missing_ok=True)
+        raise
     return path
 
 

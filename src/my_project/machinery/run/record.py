@@ -38,8 +38,14 @@ def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
 def start(job: Job, save_config: bool = True) -> None:
     """``config_tree.log`` (and ``config.yaml``), and the config as the loggers' hyperparameters.
 
-    The config is the one `build.masked_config` made: secrets are already masked.
+    The config is the one `build.masked_config` made: secrets are already masked. A resumed
+    run first keeps the rows its CSV log has up to the checkpoint (the CSV logger would start
+    the file afresh): the first write of the run, so it happens here, after everything is built.
     """
+    if job.resumed.get("global_step"):
+        from ..reliability.resume import keep_csv_history
+
+        keep_csv_history(job.loggers, job.resumed["global_step"])
     if is_rank_zero():  # the Trainer knows its rank only once it runs
         job.output_dir.mkdir(parents=True, exist_ok=True)
         print_config_tree(job.config, save_to=job.output_dir / "config_tree.log")

@@ -10,6 +10,13 @@ included, `hydra.output_subdir=null` so Hydra's files are written once), and at 
 the job the children are awaited and the process is left as it was (see
 :func:`end_launched_job`, called from the Hydra callback in `machinery/distributed.py`).
 
+Start-up cannot hang. The children end with the process that launched them, whenever it
+dies (`distributed.die_with_launcher`, first thing in every entry point). And the processes
+meet (the rendezvous) within ``rendezvous_timeout`` seconds (120 by default) or stop with one
+paragraph, instead of torch's 30 minutes, the timeout of every later collective too, which
+stays as Lightning sets it. That short rendezvous is for processes this launcher (or a
+person, by hand) started; torchrun, SLURM and the other cluster environments keep their own.
+
 `registry.register_strategies` makes the `ddp` names of Lightning's StrategyRegistry that use
 the subprocess launcher (`ddp`, `ddp_find_unused_parameters_*`, and so `auto` with several
 devices) build this class. Outside a Hydra run, or when processes are created externally
@@ -23,16 +30,24 @@ import subprocess
 import sys
 import warnings
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import torch
+from lightning.fabric.plugins.environments import LightningEnvironment
+from lightning.fabric.utilities.distributed import _init_dist_connection
+from lightning.fabric.utilities.seed import reset_seed
 from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
-from ..distributed import at_job_end
+from ..distributed import at_job_end, launcher_environment
+from ..errors import UserError
 from .samplers import EXACT_MEAN, unpadded
+
+# Seconds the processes of a run have to meet (see the module docstring).
+RENDEZVOUS_TIMEOUT_S = 120.0
 
 _PADDING_WARNING = (
     r"Using `DistributedSampler` with the dataloaders\. During `trainer\.(test|validate)"
@@ -195,14 +210,67 @@ class _HydraJobLauncher(_SubprocessScriptLauncher):
         command, cwd = hydra_job_command()
         self.procs = []
         for local_rank in range(1, self.num_processes):
-            env = {**os.environ, "LOCAL_RANK": str(local_rank)}
+            env = {**os.environ, **launcher_environment(), "LOCAL_RANK": str(local_rank)}
             self.procs.append(subprocess.Popen(command, env=env, cwd=cwd))
         _launched.procs = self.procs
 
 
 class HydraDDPStrategy(DDPStrategy):
-    """Lightning's DDPStrategy with a Hydra-aware launcher for its `popen` start method, and
-    evaluation loaders that see each sample once (`samplers.unpadded`)."""
+    """Lightning's DDPStrategy with a Hydra-aware launcher for its `popen` start method,
+    evaluation loaders that see each sample once (`samplers.unpadded`), and a rendezvous
+    that gives up after ``rendezvous_timeout`` seconds."""
+
+    def __init__(
+        self, *args: Any, rendezvous_timeout: float = RENDEZVOUS_TIMEOUT_S, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.rendezvous_timeout = rendezvous_timeout
+
+    def setup_distributed(self) -> None:
+        """Lightning's, with the store the processes meet at made here, with a short timeout
+        (torch's `init_process_group` takes a ready store)."""
+        if (
+            type(self.cluster_environment) is not LightningEnvironment  # torchrun, SLURM...
+            or torch.distributed.is_initialized()  # met already (fit, then test)
+        ):
+            super().setup_distributed()
+            return
+        reset_seed()
+        self.set_world_ranks()
+        self._process_group_backend = self._get_process_group_backend()
+        kwargs: dict[str, Any] = {"timeout": self._timeout, "store": self._meet()}
+        kwargs["device_id"] = self.root_device if self.root_device.type != "cpu" else None
+        _init_dist_connection(self.cluster_environment, self._process_group_backend, **kwargs)
+
+    def _meet(self) -> Any:
+        """The TCP store of rank 0, every process connected, within the rendezvous timeout."""
+        from torch.distributed import TCPStore
+
+        assert self.cluster_environment is not None
+        address = self.cluster_environment.main_address
+        port = self.cluster_environment.main_port
+        try:
+            store = TCPStore(
+                address,
+                port,
+                self.world_size,
+                is_master=self.global_rank == 0,
+                timeout=timedelta(seconds=self.rendezvous_timeout),
+                wait_for_workers=True,
+            )
+        except (RuntimeError, OSError) as error:  # torch's DistStoreError is a RuntimeError
+            waited = "the others" if self.global_rank == 0 else "process 0"
+            raise UserError(
+                f"The {self.world_size} processes of this run did not meet at {address}:{port}"
+                f" within {self.rendezvous_timeout:g} s: process {self.global_rank} waited for "
+                f"{waited} in vain ({type(error).__name__}: {str(error).splitlines()[0][:200]}). "
+                "Another program may hold the port (unset MASTER_PORT to get a free one), or a "
+                "process did not start; run it again.",
+                exit_code=1,
+            ) from error
+        if self._timeout is not None:  # later waits on the store: as long as collectives
+            store.set_timeout(self._timeout)
+        return store
 
     def setup(self, trainer: Any) -> None:
         # Lightning warns, as it gives val/test loaders a DistributedSampler, that it repeats

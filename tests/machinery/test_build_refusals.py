@@ -1,0 +1,478 @@
+"""Build, then write: every object a run names is built, and what would fail only once it
+trains is tried, before the first file of the run; whatever is refused is one `Error:`
+paragraph (exit status 2) that names the config key and the value, and nothing is left.
+
+On a team's own module and data (docs_style.py), so the answers hold for any class: most
+values below are not known to any check of `preflight`, only to the class they reach (the
+Trainer, a callback, the team's own module). Each case runs through the entry point's own
+`main` in this process (Hydra, the checks, the run directory, as from the command line).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+
+from my_project.machinery.preflight import dry_run
+from my_project.machinery.reliability import atomic_io
+
+from .helpers import (
+    DOCS_STYLE,
+    DOCS_STYLE_EVAL,
+    LOG_DIR_VAR,
+    SEARCH_MACHINERY_CONFIGS,
+    one_paragraph_error,
+    run_main_in_process,
+)
+
+TRAIN = [*DOCS_STYLE, "trainer.max_epochs=1", "logger=csv"]
+
+# (case id, entry point, overrides, what the message must say). Overrides are split on spaces
+# and follow the docs-style module's own (`DOCS_STYLE` for train, `DOCS_STYLE_EVAL` for eval
+# and predict), unless they start with `!`. `{name}` is a path of the `places` fixture.
+CASES: list[tuple[str, str, str, str]] = [
+    (
+        "Trainer argument that does not exist",
+        "train",
+        "+trainer.foo=1",
+        "`trainer.foo=1` was refused by lightning.pytorch.Trainer: TypeError: "
+        "Trainer.__init__() got an unexpected keyword argument 'foo'",
+    ),
+    (
+        "misspelt Trainer argument",
+        "train",
+        "+trainer.max_epoch=3",
+        "Did you mean `trainer.max_epochs`?",
+    ),
+    (
+        "module argument that does not exist",
+        "train",
+        "+model.foo=1",
+        "`model.foo=1` was refused by tests.machinery.docs_style.LitClassifier: TypeError",
+    ),
+    (
+        "data module argument that does not exist",
+        "train",
+        "+data.extra=1",
+        "`data.extra=1` was refused by tests.machinery.docs_style.LitDataModule",
+    ),
+    ("data removed", "train", "~data", "Interpolation key 'data.num_features' not found"),
+    (
+        "negative layer size",
+        "train",
+        "model.hidden=-5",
+        "`model.hidden=-5` was refused by tests.machinery.docs_style.LitClassifier: RuntimeError",
+    ),
+    ("layer of size 0", "train", "model.hidden=0", "`model.hidden=0` was refused"),
+    (
+        "duration that is not one",
+        "train",
+        "+trainer.max_time=abc",
+        "`trainer.max_time=abc` was refused by lightning.pytorch.Trainer",
+    ),
+    (
+        "clipping algorithm that does not exist",
+        "train",
+        "+trainer.gradient_clip_algorithm=foo",
+        "`trainer.gradient_clip_algorithm=foo` was refused",
+    ),
+    (
+        "monitor mode that is not one",
+        "train",
+        "monitor_mode=maximum",
+        "`monitor_mode=maximum` (as callbacks.model_checkpoint.mode) was refused by "
+        "lightning.pytorch.callbacks.ModelCheckpoint",
+    ),
+    (
+        "checkpoints to keep below -1",
+        "train",
+        "callbacks.model_checkpoint.save_top_k=-2",
+        "`callbacks.model_checkpoint.save_top_k=-2` was refused",
+    ),
+    (
+        "negative checkpoint interval",
+        "train",
+        "callbacks.last_checkpoint.every_n_train_steps=-1",
+        "`callbacks.last_checkpoint.every_n_train_steps=-1` was refused",
+    ),
+    (
+        "seed out of bounds",
+        "train",
+        "seed=99999999999",
+        "`seed=99999999999` was refused by lightning.seed_everything",
+    ),
+    (
+        "validation interval longer than an epoch",
+        "train",
+        "+trainer.val_check_interval=1000",
+        "`trainer.val_check_interval=1000` was refused by lightning.pytorch.Trainer: "
+        "ValueError: val_check_interval=1000 asks to validate every 1000 training batches, "
+        "but an epoch has 16",
+    ),
+    ("several nodes without a launcher", "train", "trainer.num_nodes=2", "wait forever"),
+    ("accelerator in capitals", "train", "trainer.accelerator=CPU", "`trainer.accelerator=cpu`?"),
+    ("option in capitals", "train", "data=DOCS_STYLE", "Did you mean `data=docs_style`?"),
+    (
+        "misspelt logger in a list",
+        "train",
+        "logger=[csv,wandbb]",
+        "Did you mean `logger=[csv,wandb]`?",
+    ),
+    ("infinite learning rate", "train", "model.lr=inf", "`model.lr=inf` must be a finite number"),
+    (
+        "weight decay not a number",
+        "train",
+        "+model.weight_decay=nan",
+        "`model.weight_decay=nan` must be a finite number",
+    ),
+    ("empty run directory", "train", "hydra.run.dir=", "`hydra.run.dir=` is empty"),
+    ("empty log directory", "train", "paths.log_dir=", "paths.log_dir is empty"),
+    ("empty logger folder", "train", "logger.csv.save_dir=", "`logger.csv.save_dir=` is empty"),
+    (
+        "eval of a folder",
+        "eval",
+        "ckpt_path={run}",
+        "is a directory, not a checkpoint file. It holds checkpoints/",
+    ),
+    (
+        "experiment without @package _global_",
+        "train",
+        "!--config-dir={not_global} " + " ".join(DOCS_STYLE_EVAL) + " experiment=quick",
+        "The `experiment` config you chose has no `# @package _global_` first line",
+    ),
+    ("empty checkpoint to resume", "train", "ckpt_path={empty}", "is an empty file (0 bytes)"),
+    (
+        "resume with broken overrides.yaml",
+        "train",
+        "!resume={broken_overrides}",
+        "overrides.yaml cannot be read",
+    ),
+    (
+        "resume asking for fewer epochs than done",
+        "train",
+        "!resume={run} trainer.max_epochs=0",
+        "has trained 1 epoch, more than trainer.max_epochs=0 asks for",
+    ),
+    (
+        "checkpoint past the epochs asked for",
+        "train",
+        "ckpt_path={run}/checkpoints/last.ckpt trainer.max_epochs=0",
+        "has trained 1 epoch, more than trainer.max_epochs=0 asks for",
+    ),
+    ("eval of an empty file", "eval", "ckpt_path={empty}", "is an empty file (0 bytes)"),
+    ("eval of a text file", "eval", "ckpt_path={text}", "torch.save writes a zip archive"),
+    ("eval of a saved tensor", "eval", "ckpt_path={tensor}", "it holds a Tensor"),
+    (
+        "eval with the run's config.yaml broken",
+        "eval",
+        "!" + SEARCH_MACHINERY_CONFIGS + " ckpt_path={broken_config}/checkpoints/last.ckpt",
+        "config.yaml is not valid YAML",
+    ),
+    (
+        "eval with a model setting the checkpoint overrides",
+        "eval",
+        "ckpt_path={run}/checkpoints/last.ckpt model.hidden=64",
+        "`model.hidden=64` cannot apply: eval.py rebuilds the model from the checkpoint's own "
+        "hyperparameters",
+    ),
+    ("predict with an empty file", "predict", "ckpt_path={empty}", "is an empty file"),
+    ("predict with a text file", "predict", "ckpt_path={text}", "torch.save writes a zip"),
+    ("predict with a saved tensor", "predict", "ckpt_path={tensor}", "it holds a Tensor"),
+    (
+        "predict into an empty file name",
+        "predict",
+        "ckpt_path={run}/checkpoints/last.ckpt output_file=",
+        "output_file= is empty",
+    ),
+    (
+        "predict into a directory",
+        "predict",
+        "ckpt_path={run}/checkpoints/last.ckpt output_file={tmp}",
+        "names a directory",
+    ),
+    (
+        "predict inputs with NaN and inf",
+        "predict",
+        "ckpt_path={run}/checkpoints/last.ckpt input_path={non_finite}",
+        "has NaN or infinite values in 2 of its 5 inputs (rows 1, 3",
+    ),
+]
+if not shutil.which("sbatch") and not shutil.which("srun"):
+    CASES.append(
+        (
+            "SLURM launcher without SLURM",
+            "train",
+            "!-m " + " ".join(TRAIN) + " hydra/launcher=slurm",
+            "`hydra/launcher=slurm` cannot start the jobs",
+        )
+    )
+
+
+class RaiseOnTrainStart(Callback):
+    """A bug in a team's callback, found once training has started."""
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        raise RuntimeError("a bug in the team's code")
+
+
+def snapshot(folder: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A docs-style run of one epoch: its run directory."""
+    run_dir = tmp_path_factory.mktemp("trained") / "run"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        code, err = run_main_in_process(
+            "train", [*TRAIN, f"hydra.run.dir={run_dir}"], run_dir.parent / "logs", monkeypatch
+        )
+    assert code == 0, err[-3000:]
+    return run_dir
+
+
+@pytest.fixture
+def places(tmp_path: Path, trained: Path) -> dict[str, Path]:
+    """The files the cases name: copies of the trained run (as given, with a broken
+    config.yaml, with a broken .hydra/overrides.yaml), files that are no checkpoint, inputs
+    with NaN and inf, a config folder with an experiment that is not `_global_`."""
+    places = {"tmp": tmp_path, "logs": tmp_path / "logs"}
+    for name in ("run", "broken_config", "broken_overrides"):
+        places[name] = tmp_path / name
+        shutil.copytree(trained, places[name])
+    (places["broken_config"] / "config.yaml").write_text("model:\n  _target_: [unclosed\n")
+    (places["broken_overrides"] / ".hydra" / "overrides.yaml").write_text("- 'trainer.x=1\n")
+    places["empty"] = tmp_path / "empty.ckpt"
+    places["empty"].write_bytes(b"")
+    places["text"] = tmp_path / "text.ckpt"
+    places["text"].write_text("not a checkpoint\n")
+    places["tensor"] = tmp_path / "tensor.ckpt"
+    torch.save(torch.zeros(3), places["tensor"])
+    inputs = np.random.default_rng(0).normal(size=(5, 16)).astype(np.float32)
+    inputs[1, 0], inputs[3, 5] = np.nan, np.inf
+    places["non_finite"] = tmp_path / "inputs.npy"
+    np.save(places["non_finite"], inputs)
+    places["not_global"] = tmp_path / "my_configs"
+    (places["not_global"] / "experiment").mkdir(parents=True)
+    (places["not_global"] / "experiment" / "quick.yaml").write_text("trainer:\n  max_epochs: 1\n")
+    return places
+
+
+def arguments(script: str, case: str, places: dict[str, Path]) -> list[str]:
+    filled = case.format(**{k: str(v) for k, v in places.items()})
+    if filled.startswith("!"):
+        return filled[1:].split()
+    prefix = TRAIN if script == "train" else DOCS_STYLE_EVAL
+    return [*prefix, *filled.split()]
+
+
+@pytest.mark.parametrize(
+    ("script", "case", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_what_a_run_refuses_is_one_paragraph_naming_the_key_and_nothing_is_written(
+    script: str,
+    case: str,
+    expected: str,
+    places: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs = {name: snapshot(places[name]) for name in ("run", "broken_overrides")}
+    code, err = run_main_in_process(
+        script, arguments(script, case, places), places["logs"], monkeypatch
+    )
+    message = one_paragraph_error(code, err)
+    assert expected in message, message
+    assert not places["logs"].exists(), sorted(places["logs"].rglob("*"))
+    for name, files in runs.items():  # a run a case reads is left as it was
+        assert snapshot(places[name]) == files, name
+
+
+def test_the_machinerys_table_holds_the_values_no_check_knows() -> None:
+    assert len(CASES) >= 35
+
+
+def test_a_wandb_tag_longer_than_wandb_takes_is_refused_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    tag = "t" * 70
+    code, err = run_main_in_process(
+        "train", [*DOCS_STYLE, "logger=default", f"tags=[{tag}]"], tmp_path / "logs", monkeypatch
+    )
+    message = one_paragraph_error(code, err)
+    assert f"`tags=[{tag}]` (as logger.wandb.tags) was refused" in message
+    assert "Tags must be between 1 and 64 characters" in message
+    assert not (tmp_path / "logs").exists()
+
+
+def test_wandb_online_without_credentials_is_refused_and_claims_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no_netrc"))
+    code, err = run_main_in_process(
+        "train", [*DOCS_STYLE, "logger=default"], tmp_path / "logs", monkeypatch
+    )
+    message = one_paragraph_error(code, err)
+    assert "WANDB_MODE=online asks wandb to log online, but no credentials were found" in message
+    assert "credentials found but" not in err
+    assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2 if hasattr(os, "sched_getaffinity") else False,
+    reason="two CPU processes need two cores",
+)
+def test_launch_variables_the_processes_cannot_meet_at_are_refused_before_they_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MASTER_PORT", "abc")
+    code, err = run_main_in_process(
+        "train", [*TRAIN, "trainer.devices=2"], tmp_path / "logs", monkeypatch
+    )
+    message = one_paragraph_error(code, err)
+    assert "MASTER_PORT='abc' is not a TCP port" in message
+    assert not (tmp_path / "logs").exists()
+
+
+def test_an_empty_log_directory_variable_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`MY_PROJECT_LOG_DIR= python train.py` would write to /train/runs/<time>."""
+    code, err = run_main_in_process("train", TRAIN, "", monkeypatch)
+    message = one_paragraph_error(code, err)
+    assert f"paths.log_dir is empty ({LOG_DIR_VAR} is set, but empty)" in message
+
+
+def test_several_nodes_started_by_hand_or_by_a_cluster_are_let_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from my_project.machinery.preflight.devices import multi_node_launcher
+
+    for name in ("SLURM_NTASKS", "SLURM_JOB_NAME", "TORCHELASTIC_RUN_ID", "NODE_RANK", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    assert multi_node_launcher() is None
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.1")
+    monkeypatch.setenv("NODE_RANK", "1")
+    assert multi_node_launcher() is not None  # Lightning's docs: started by hand on each node
+
+
+def test_an_error_of_the_run_itself_after_the_build_keeps_its_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only what building refuses is bad input: a bug that shows once training runs is not
+    hidden behind a paragraph (Hydra's report, exit status 1)."""
+    boom = f"+callbacks.boom._target_={RaiseOnTrainStart.__module__}.RaiseOnTrainStart"
+    code, err = run_main_in_process("train", [*TRAIN, boom], tmp_path / "logs", monkeypatch)
+    assert code == 1
+    assert "a bug in the team's code" in err and "\nError: " not in err
+
+
+# -- the dry run: never more than the run does ----------------------------------------------
+
+
+class Scheduled(LightningModule):
+    def __init__(self, make: Any, interval: str = "epoch", needs_trainer: bool = False) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 2)
+        self.make, self.interval, self.needs_trainer = make, interval, needs_trainer
+
+    def configure_optimizers(self) -> Any:
+        if self.needs_trainer:
+            _ = self.trainer.estimated_stepping_batches
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        scheduler = self.make(optimizer)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": self.interval},
+        }
+
+
+def test_a_schedule_that_divides_by_zero_fails_the_dry_run() -> None:
+    model = Scheduled(lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=0))
+    with pytest.raises(ZeroDivisionError):
+        dry_run.try_schedules(model, epochs=3, steps_per_epoch=10, max_steps=-1)
+    dry_run.try_schedules(model, epochs=0, steps_per_epoch=10, max_steps=-1)  # never stepped
+
+
+def test_the_dry_run_steps_a_schedule_no_more_than_the_run_does() -> None:
+    """`OneCycleLR` refuses a step past its `total_steps`: exactly as many is fine."""
+    model = Scheduled(
+        lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.1, total_steps=30), "step"
+    )
+    dry_run.try_schedules(model, epochs=3, steps_per_epoch=10, max_steps=-1)
+    dry_run.try_schedules(model, epochs=-1, steps_per_epoch=None, max_steps=30)
+    dry_run.try_schedules(model, epochs=None, steps_per_epoch=None, max_steps=None)
+    with pytest.raises(ValueError, match="Tried to step"):
+        dry_run.try_schedules(model, epochs=4, steps_per_epoch=10, max_steps=-1)
+
+
+def test_a_configure_optimizers_that_needs_the_trainer_is_left_to_the_run() -> None:
+    model = Scheduled(lambda o: None, needs_trainer=True)
+    dry_run.try_schedules(model, epochs=3, steps_per_epoch=10, max_steps=-1)
+
+
+# -- a full disk --------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # two trainings, in this process
+def test_a_full_disk_keeps_the_last_good_checkpoint_and_the_run_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills during the second epoch's checkpoint: the run stops in one paragraph
+    naming the newest complete `last.ckpt` (the first epoch's) and the `resume=` command; no
+    `*.ckpt` that does not load is left, and the resume runs to the end."""
+    real_save = atomic_io.torch.save
+    saves: list[int] = []
+
+    def fills_the_disk(obj: Any, handle: Any) -> None:
+        saves.append(1)
+        if len(saves) > 2:  # the first epoch's two files (best and last) fit
+            handle.write(b"PK\x03\x04 half a checkpoint")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_save(obj, handle)
+
+    run_dir = tmp_path / "run"
+    monkeypatch.setattr(atomic_io.torch, "save", fills_the_disk)
+    args = [*DOCS_STYLE, "trainer.max_epochs=3", "logger=csv", f"hydra.run.dir={run_dir}"]
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    assert code == 1, err[-3000:]
+    message = err.strip().split("\n\n")[-1]
+    assert message.startswith("Error: The disk is full (No space left on device)"), message
+    assert f"resume with `python train.py resume={run_dir}`" in message
+    for path in (run_dir / "checkpoints").glob("*.ckpt"):  # every checkpoint there loads
+        torch.load(path, weights_only=True)
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 0
+    assert not list((run_dir / "checkpoints").glob(".partial-*"))
+    monkeypatch.setattr(atomic_io.torch, "save", real_save)
+    code, err = run_main_in_process("train", [f"resume={run_dir}"], tmp_path / "logs", monkeypatch)
+    assert code == 0, err[-3000:]
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 2
+
+
+def test_a_save_cut_short_leaves_no_file_named_like_a_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `kill -9` leaves mid-save (the temporary file, not yet renamed) does not end in
+    `.ckpt`, so nothing takes it for a checkpoint (`ckpt_path=last`, `*.ckpt`)."""
+    written: list[str] = []
+
+    def killed(src: Any, dst: Any) -> None:
+        written.append(str(src))
+        raise KeyboardInterrupt  # stopped between the write and the rename
+
+    monkeypatch.setattr(atomic_io.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_io.atomic_torch_save({"state_dict": {}}, tmp_path / "last.ckpt")
+    (partial,) = written
+    assert not partial.endswith(".ckpt") and Path(partial).name.startswith(".partial-")
