@@ -89,12 +89,17 @@ def _take_run_config(cfg: DictConfig, ckpt_path: str) -> list[str]:
 
 def typed_model_overrides() -> list[str]:
     """The command line's overrides of the model's settings (`model.lr=...`, `model/net=mlp`;
-    not `model=<name>`, which picks the class the checkpoint is loaded into)."""
+    not `model=<name>` nor `model._target_=...`, which pick the class the checkpoint is loaded
+    into: a subclass with its own `predict_step`, say)."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
         return []
-    return [o for o in HydraConfig.get().overrides.task if re.match(r"[+~]*model[./]", o.lstrip())]
+    return [
+        o
+        for o in HydraConfig.get().overrides.task
+        if re.match(r"[+~]*model[./]", o.lstrip()) and override_key(o) != "model._target_"
+    ]
 
 
 def use_checkpoint_model(cfg: DictConfig, ckpt_path: str) -> None:
