@@ -6,11 +6,15 @@ metric, once a whole training epoch has run, and stop with a traceback. The vali
 metrics are known as soon as the sanity check has run a few validation batches; a
 `monitor` named like a validation metric (``val/acc``, ``val_loss``) must be among them. A
 monitored training metric is left to Lightning (it exists only once training has run).
+
+With several validation loaders Lightning names each value per loader (``val_acc/dataloader_idx_0``)
+and leaves ``trainer.callback_metrics`` empty after the sanity check, so the names are read from
+what validation logged (its result collection), which holds them either way.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
@@ -24,7 +28,7 @@ if TYPE_CHECKING:
 
 class MonitoredMetricIsLogged(Callback):
     def on_sanity_check_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        logged = set(trainer.callback_metrics)  # the same on every rank
+        logged = set(trainer.callback_metrics) | validation_names(trainer)  # alike on every rank
         for callback in trainer.callbacks:  # type: ignore[attr-defined]
             if not isinstance(callback, (ModelCheckpoint, EarlyStopping)):
                 continue
@@ -42,3 +46,24 @@ class MonitoredMetricIsLogged(Callback):
                 "`monitor_mode=max` or `min`.",
                 every_rank=True,
             )
+
+
+def validation_names(trainer: Any) -> set[str]:
+    """The epoch-level names of every value the sanity check's validation logged, with the
+    ``/dataloader_idx_N`` suffix Lightning adds when there are several loaders.
+
+    Read from Lightning's result collection of the validation loop (private, hence the
+    guards): with several loaders ``trainer.callback_metrics`` stays empty until the first
+    real validation, whose names are these.
+    """
+    results = getattr(getattr(trainer.fit_loop.epoch_loop, "val_loop", None), "_results", None)
+    names: set[str] = set()
+    for result in (results or {}).values():
+        meta = getattr(result, "meta", None)
+        if meta is None or not meta.on_epoch:
+            continue
+        suffix = ""
+        if meta.add_dataloader_idx and meta.dataloader_idx is not None:
+            suffix = f"/dataloader_idx_{meta.dataloader_idx}"
+        names |= {meta.name + suffix, meta.forked_name(False) + suffix}
+    return names
