@@ -32,7 +32,11 @@ def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str
 def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     """The checkpoint is readable and holds weights of exactly this model's shapes.
 
-    Returns the checkpoint's training progress (``epoch``, ``global_step``).
+    Returns the checkpoint's training progress: ``epoch``, ``global_step`` and
+    ``logger_step``, the first step at which the resumed run may log (loggers count batches,
+    ``global_step`` optimizer steps). Lightning saves its batch count before counting the
+    batch whose end saved the checkpoint, and that batch's row is logged at that count; so
+    the rows up to it are the checkpoint's, the resumed run logs after it.
     """
     import torch
 
@@ -72,4 +76,7 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
             "same model overrides as the run that wrote it (e.g. `model/net=cnn`), or "
             "`resume=<its run dir>`, which reloads that run's config."
         )
-    return {k: checkpoint.get(k) for k in ("epoch", "global_step")}
+    progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
+    loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict", {})
+    progress["logger_step"] = int(loop.get("_batches_that_stepped", progress["global_step"])) + 1
+    return progress

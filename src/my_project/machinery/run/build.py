@@ -165,7 +165,7 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     if resumed.get("global_step"):
         from ..reliability.resume import keep_csv_history
 
-        keep_csv_history(loggers, resumed["global_step"])
+        keep_csv_history(loggers, resumed["logger_step"])
     return Job(
         cfg=cfg,
         output_dir=Path(cfg.paths.output_dir),
