@@ -21,6 +21,7 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
 from ..errors import UserError
 from ..plotting import split_metric_name
+from .logged import logged_entries, logged_name, validation_results
 
 if TYPE_CHECKING:
     from lightning.pytorch import LightningModule, Trainer
@@ -50,20 +51,12 @@ class MonitoredMetricIsLogged(Callback):
 
 def validation_names(trainer: Any) -> set[str]:
     """The epoch-level names of every value the sanity check's validation logged, with the
-    ``/dataloader_idx_N`` suffix Lightning adds when there are several loaders.
-
-    Read from Lightning's result collection of the validation loop (private, hence the
-    guards): with several loaders ``trainer.callback_metrics`` stays empty until the first
-    real validation, whose names are these.
-    """
-    results = getattr(getattr(trainer.fit_loop.epoch_loop, "val_loop", None), "_results", None)
+    ``/dataloader_idx_N`` suffix Lightning adds when there are several loaders (there
+    ``trainer.callback_metrics`` stays empty until the first real validation)."""
     names: set[str] = set()
-    for result in (results or {}).values():
-        meta = getattr(result, "meta", None)
-        if meta is None or not meta.on_epoch:
-            continue
-        suffix = ""
-        if meta.add_dataloader_idx and meta.dataloader_idx is not None:
-            suffix = f"/dataloader_idx_{meta.dataloader_idx}"
-        names |= {meta.name + suffix, meta.forked_name(False) + suffix}
+    for entry in logged_entries(validation_results(trainer)):
+        if entry.meta.on_epoch:
+            name = logged_name(entry)
+            suffix = name[len(entry.meta.name) :]
+            names |= {name, entry.meta.forked_name(False) + suffix}
     return names

@@ -10,7 +10,8 @@ directory. The model is rebuilt from the checkpoint alone, as in eval.py, for an
 
 What comes back, a tensor or a dict of tensors a batch, becomes columns: one column for one
 value a sample (``prediction``, or the dict's key), ``<name>_<k>`` for several (``output_k``
-for a bare tensor). A split also writes its ``target``.
+for a bare tensor). A split also writes its ``target``. One value a sample against 0/1
+targets is a binary classifier's: its class and ``prob``, the probability of class 1.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def predict(cfg: DictConfig) -> Path:
     outputs = run_on(trainer, model, batches)  # run
     columns = prediction_columns(outputs or [])  # record what came out
     targets = batches.targets()
+    columns, targets = as_binary_classes(columns, targets)
     path = write_predictions(columns, output_dir / cfg.output_file, targets)
     count = len(next(iter(columns.values())))
     print(f"Wrote {count} predictions for {source} to {path}{score(columns, targets)}")
@@ -256,6 +258,23 @@ def prediction_columns(outputs: Sequence[Any]) -> dict[str, torch.Tensor]:
             for k in range(values.shape[1]):
                 columns[f"{key or 'output'}_{k}"] = values[:, k]
     return columns
+
+
+def as_binary_classes(
+    columns: dict[str, torch.Tensor], targets: torch.Tensor | None
+) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+    """A binary classifier's one output a sample (a logit, or a probability) against 0/1
+    labels, as its class and the probability of class 1 (`tasks.py`); anything else as it
+    is. A file of inputs has no labels: its outputs stay as the model returned them."""
+    from ..tasks import binary_probabilities
+
+    if list(columns) != ["prediction"] or targets is None:
+        return columns, targets
+    probabilities = binary_probabilities(columns["prediction"], targets)
+    if probabilities is None:
+        return columns, targets
+    classes = (probabilities > 0.5).long()
+    return {"prediction": classes, "prob": probabilities}, targets.long()
 
 
 def _rows(tensor: Any) -> torch.Tensor:
