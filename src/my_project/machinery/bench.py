@@ -199,36 +199,87 @@ def _no_log(*args: Any, **kwargs: Any) -> None:
 
 def hand_written_loop(
     module: Any,
-    optimizer: Any,
+    optimizers: list[Any],
     batches: Callable[[], Iterable[Any]],
     device: Any,
     warmup: int,
     steps: int,
+    schedulers: list[Any] | None = None,
 ) -> dict[str, float]:
     """The tutorial loop around the module's own step; samples per second over ``steps``
-    steps after ``warmup``."""
+    steps after ``warmup``.
+
+    Automatic optimization: ``zero_grad``, the step's loss, ``backward``, ``step`` of the
+    first optimizer. Manual optimization (``self.automatic_optimization = False``, a GAN): the
+    module's step does its optimizers' work itself, as its own loop would; what it asks of a
+    Trainer (``self.optimizers()``, ``manual_backward``, ``self.trainer.is_last_batch``...)
+    is answered by `LoopState`.
+    """
     from lightning.pytorch.utilities import move_data_to_device
 
     module.to(device)
     module.train()
     module.log = module.log_dict = _no_log
+    manual = not module.automatic_optimization
+    loop = LoopState(module, optimizers, schedulers or []) if manual else None
+    with_index = _takes_batch_idx(module)
     watch = Stopwatch(device)
     step = 0
     while True:
-        for batch in batches():
+        epoch = list(batches()) if manual else batches()  # manual: `is_last_batch`
+        for index, batch in enumerate(epoch):
             if step == warmup:
                 watch.start()
             batch = move_data_to_device(batch, device)
-            optimizer.zero_grad()
-            loss = _loss(module.training_step(batch, step))
-            loss.backward()
-            optimizer.step()
+            arguments = (batch, index) if with_index else (batch,)
+            if loop is not None:
+                loop.is_last_batch = index == len(epoch) - 1  # type: ignore[arg-type]
+                module.training_step(*arguments)
+                loop.global_step += 1
+            else:
+                optimizers[0].zero_grad()
+                loss = _loss(module.training_step(*arguments))
+                loss.backward()
+                optimizers[0].step()
             step += 1
             if step > warmup:
                 watch.samples += _batch_size(batch)
             if step == warmup + steps:
                 watch.stop()
                 return watch.rates()
+        if loop is not None:
+            loop.current_epoch += 1
+
+
+def _takes_batch_idx(module: Any) -> bool:
+    """Whether ``training_step`` takes ``batch_idx`` (Lightning passes it only then)."""
+    parameters = inspect.signature(module.training_step).parameters.values()
+    return len(parameters) > 1 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
+class LoopState:
+    """What a manually optimizing module's step asks of its Trainer, in a hand-written loop:
+    ``self.optimizers()`` and ``self.lr_schedulers()`` (the torch objects themselves),
+    ``self.manual_backward(loss)`` (``loss.backward()``), ``self.toggle_optimizer`` (Lightning's
+    own, which reads ``trainer.optimizers``), ``self.trainer.is_last_batch``,
+    ``current_epoch`` and ``global_step``."""
+
+    def __init__(self, module: Any, optimizers: list[Any], schedulers: list[Any]) -> None:
+        from types import SimpleNamespace
+
+        self.optimizers = optimizers
+        self.lr_scheduler_configs = [SimpleNamespace(scheduler=s) for s in schedulers]
+        self.is_last_batch = False
+        self.current_epoch = self.global_step = 0
+        self.training, self.sanity_checking = True, False
+        module.optimizers = lambda use_pl_optimizer=True: (
+            optimizers[0] if len(optimizers) == 1 else list(optimizers)
+        )
+        module.lr_schedulers = lambda: (
+            None if not schedulers else schedulers[0] if len(schedulers) == 1 else schedulers
+        )
+        module.manual_backward = lambda loss, *args, **kwargs: loss.backward(*args, **kwargs)
+        module._trainer = self  # `self.trainer` in the module's step reads this object
 
 
 class StepTimer:
@@ -247,6 +298,7 @@ class StepTimer:
     def attach(self, module: Any) -> Any:
         module.on_train_batch_start = self.on_train_batch_start
         module.on_train_batch_end = self.on_train_batch_end
+        self.module = module
         return module
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
@@ -259,19 +311,20 @@ class StepTimer:
             self.watch.samples += _batch_size(batch)
         if self.step == self.warmup + self.steps:
             self.watch.stop()
+            # Batches, not `max_steps`: Lightning's steps are optimizer steps (two a batch in
+            # a GAN, one every N batches with accumulation).
+            self.module.trainer.should_stop = True
 
 
-def first_optimizer(configured: Any) -> Any:
-    """The optimizer of whatever ``configure_optimizers`` returned."""
-    import torch
+def configured_optimizers(module: Any) -> tuple[list[Any], list[Any]]:
+    """The optimizers and learning-rate schedulers of whatever ``configure_optimizers``
+    returned, parsed by Lightning's own parser (every form Lightning takes works here)."""
+    from lightning.pytorch.core.optimizer import _configure_optimizers
 
-    if isinstance(configured, torch.optim.Optimizer):
-        return configured
-    if isinstance(configured, dict):
-        return first_optimizer(configured["optimizer"])
-    if isinstance(configured, (list, tuple)) and configured:
-        return first_optimizer(configured[0])
-    raise TypeError(f"configure_optimizers() returned {type(configured).__name__}: no optimizer")
+    optimizers, schedulers, _ = _configure_optimizers(module.configure_optimizers())
+    return list(optimizers), [
+        config["scheduler"] if isinstance(config, dict) else config for config in schedulers
+    ]
 
 
 def tutorial_loader(loader: Any) -> Any:
@@ -287,6 +340,21 @@ def tutorial_loader(loader: Any) -> Any:
         dataset = TensorDataset(*dataset.tensors)  # without whole-batch indexing
     collate = None if loader.collate_fn is keep_batch else loader.collate_fn
     return DataLoader(dataset, batch_size=loader.batch_size, shuffle=True, collate_fn=collate)
+
+
+def _default_implementation(optimizer: Any) -> Any:
+    """The same optimizer class and settings over the same parameters, at torch's default
+    implementation (no ``fused``, ``foreach``...)."""
+    accepted = inspect.signature(type(optimizer)).parameters
+    groups = [
+        {
+            k: v
+            for k, v in group.items()
+            if k not in IMPLEMENTATION_FLAGS and k in {*accepted, "params"}
+        }
+        for group in optimizer.param_groups
+    ]
+    return type(optimizer)(groups)
 
 
 class Bench:
@@ -341,6 +409,8 @@ class Bench:
             [],
             max_steps=max_steps,
             max_epochs=-1,
+            min_epochs=0,
+            min_steps=None,
             limit_val_batches=0,
             num_sanity_val_steps=0,
             enable_checkpointing=False,
@@ -355,20 +425,18 @@ class Bench:
         torch.manual_seed(0)
         return model_for_data(self.cfg, self.datamodule)
 
-    def _raw_model_and_optimizer(self, method: str) -> tuple[Any, Any]:
-        """The module, and its optimizer: as configured (way 3) or as a tutorial writes it
-        (way 1: same class and hyperparameters, torch's default implementation)."""
+    def _raw_model_and_optimizers(self, method: str) -> tuple[Any, list[Any], list[Any]]:
+        """The module, its optimizers and schedulers: as configured (way 3) or as a tutorial
+        writes them (way 1: same classes and hyperparameters, torch's default
+        implementation; its schedulers then drive those optimizers)."""
         module = self._model()
-        optimizer = first_optimizer(module.configure_optimizers())
+        optimizers, schedulers = configured_optimizers(module)
         if method == "raw":
-            accepted = inspect.signature(type(optimizer)).parameters
-            defaults = {
-                k: v
-                for k, v in optimizer.defaults.items()
-                if k in accepted and k not in IMPLEMENTATION_FLAGS
-            }
-            optimizer = type(optimizer)(module.parameters(), **defaults)
-        return module, optimizer
+            tutorial = [_default_implementation(optimizer) for optimizer in optimizers]
+            for scheduler in schedulers:  # the same schedule, on the tutorial's optimizer
+                scheduler.optimizer = tutorial[optimizers.index(scheduler.optimizer)]
+            optimizers = tutorial
+        return module, optimizers, schedulers
 
     def run(self, method: str) -> dict[str, float]:
         """One timed run of a way: samples per second by the wall clock and by CPU time."""
@@ -377,17 +445,17 @@ class Bench:
             from .run.build import instantiate_group
 
             timer = StepTimer(args.warmup, args.steps, self.device)
-            trainer = self._trainer(
-                args.warmup + args.steps, instantiate_group(self.cfg.get("callbacks"))
-            )
+            trainer = self._trainer(-1, instantiate_group(self.cfg.get("callbacks")))
             trainer.fit(timer.attach(self._model()), datamodule=self.datamodule)
             return timer.watch.rates()
-        module, optimizer = self._raw_model_and_optimizer(method)
+        module, optimizers, schedulers = self._raw_model_and_optimizers(method)
         if method == "raw":
             batches: Callable[[], Iterable[Any]] = lambda: self.raw_loader  # noqa: E731
         else:
             batches = self._template_batches
-        return hand_written_loop(module, optimizer, batches, self.device, args.warmup, args.steps)
+        return hand_written_loop(
+            module, optimizers, batches, self.device, args.warmup, args.steps, schedulers
+        )
 
     def _template_batches(self) -> Iterable[Any]:
         self.datamodule.trainer = self.probe
