@@ -130,6 +130,7 @@ def compose(args: argparse.Namespace) -> Any:
     from omegaconf import open_dict
 
     from .config import config_dir
+    from .run.trainer_arguments import with_trainer_arguments
 
     overrides = [
         # The template's step machinery, no checkpoints or plots (an override can change it).
@@ -141,7 +142,7 @@ def compose(args: argparse.Namespace) -> Any:
         "logger=none",
     ]
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        cfg = hydra_compose(config_name="train", overrides=overrides)
+        cfg = hydra_compose(config_name="train", overrides=with_trainer_arguments(overrides))
     with open_dict(cfg):
         cfg.paths.output_dir = tempfile.mkdtemp(prefix="bench-")
         if "on_device" in cfg.data and args.on_device != "auto":
