@@ -158,7 +158,7 @@ def _not_in_struct(error: Exception, script: str) -> str | None:
     parent = full_key[: -len(key) - 1] if full_key.endswith("." + key) else ""
     if not parent and _close_group(f"Could not override '{key}'"):
         return None  # a misspelt config group (`expriment=...`): said below
-    names = [str(k) for k in cause.parent_node.keys() if not str(k).startswith("_")]
+    names = [str(k) for k in cause.parent_node if not str(k).startswith("_")]
     where = f"under `{parent}`" if parent else "at the top"
     added = f" To add a new key, write `+{full_key}=...`."
     if parent == "trainer":
