@@ -36,7 +36,8 @@ def job_config(cfg: DictConfig) -> DictConfig:
         return job
     if hydra_node is None:
         hydra_node = OmegaConf.load(config_dir() / "hydra" / "default.yaml")
-    pattern = OmegaConf.to_container(hydra_node.run, resolve=False)["dir"]  # type: ignore[index]
+    run = OmegaConf.to_container(hydra_node.run, resolve=False)
+    pattern = run["dir"] if isinstance(run, dict) else None  # e.g. ${unique_dir:...}
     holder = job.copy()
     OmegaConf.set_struct(holder, False)
     holder.hydra = {"run": {"dir": pattern}}  # resolved against this config's paths, task_name
