@@ -6,7 +6,7 @@ forwarding **kwargs, configure_model, manual gradient accumulation).
 
 The lean tier: every module trains once in one process (one `-m` sweep, one process), and
 eval.py and predict.py read those runs; DDP, dp, kill -9 and resume, and ddp_spawn run on the
-modules where each was broken. Every module in every mode is test_zoo_soak.py.
+modules where each was broken. Every module in every mode (dp too) is test_zoo_soak.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from my_project.machinery.errors import UserError
 
 from .helpers import ON_CPU, SEARCH_MACHINERY_CONFIGS, compose_config, read_metrics, run_entry
 from .zoo_contract import (
-    SEEDED,
     SPAWN,
     TIMEOUT,
     ZOO,
@@ -128,7 +127,9 @@ def test_predict_names_what_a_module_whose_forward_takes_no_inputs_needs(
     (in this process: `predict` is what predict.py runs)."""
     from my_project.machinery.run.predict import predict
 
-    cfg = compose_config([f"ckpt_path={best_checkpoint(zoo_runs['gan'])}"], tmp_path, "predict")
+    checkpoint = best_checkpoint(zoo_runs["gan"])
+    team = [SEARCH_MACHINERY_CONFIGS, "model=zoo_gan", "data=zoo_gan"]  # composed by code
+    cfg = compose_config([*team, f"ckpt_path={checkpoint}"], tmp_path, "predict")
     with pytest.raises(UserError, match=r"GAN has no predict_step, and its forward cannot take"):
         predict(cfg)
     assert not (tmp_path / "predictions.csv").exists()
@@ -172,24 +173,6 @@ def test_ddp_test_metrics_against_one_process_exact_or_within_float_rounding(
     assert abs(unsynced - single["metric_sum"]["test_loss"]) > 1e-4  # one rank's 12 samples
 
 
-def test_dp_trains_a_gan_and_dict_batches_like_one_process(
-    zoo_runs: dict[str, Path], tmp_path: Path
-) -> None:
-    """On a CPU dp splits nothing: the same seeded run as one process, bit for bit."""
-    names = ["gan", "padded"]
-    jobs = sweep(
-        "train",
-        tmp_path,
-        {"experiment": [f"zoo_{n}" for n in names]},
-        *SEEDED,
-        "callbacks.last_checkpoint.every_n_train_steps=5",
-        "trainer.strategy=dp",
-        "trainer.devices=2",
-    )
-    for name, job in zip(names, jobs, strict=True):
-        assert read_metrics(job) == read_metrics(zoo_runs[name]), name
-
-
 @pytest.mark.parametrize("name", ["dropout_noise", "accumulate"])
 def test_kill_9_and_resume_in_one_process_ends_bit_identical(
     zoo_runs: dict[str, Path], tmp_path: Path, name: str
@@ -215,10 +198,10 @@ def test_kill_9_and_resume_in_two_processes_ends_bit_identical(
     assert_same_run(run, ddp_runs["dropout_noise"])
 
 
-def test_ddp_spawn_runs_alone_and_in_a_sweep(tmp_path: Path) -> None:
+def test_ddp_spawn_runs_with_exact_test_metrics(tmp_path: Path) -> None:
     """`trainer.strategy=ddp_spawn` pickles the Trainer for its processes: a single run, with
-    exact test metrics (each test sample once: a one-process eval agrees), and a `-m` sweep
-    (one job here, training only; two jobs with tests: test_zoo_soak.py)."""
+    exact test metrics (each test sample once: a one-process eval agrees). In a `-m` sweep:
+    test_zoo_soak.py."""
     common = [*ON_CPU, *SPAWN]
     result = run_entry("train", *common, f"hydra.run.dir={tmp_path / 'alone'}", timeout=TIMEOUT)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -226,13 +209,10 @@ def test_ddp_spawn_runs_alone_and_in_a_sweep(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "alone" / "run_info.json").read_text())["world_size"] == 2
     from my_project.machinery.run.evaluate import evaluate
 
-    ckpt = best_checkpoint(tmp_path / "alone")
-    single = evaluate(
-        compose_config([f"ckpt_path={ckpt}", "logger=none"], tmp_path / "eval", "eval")
-    )
+    team = [SEARCH_MACHINERY_CONFIGS, "model=zoo_binary", "data=zoo_binary", "logger=none"]
+    ckpt = f"ckpt_path={best_checkpoint(tmp_path / 'alone')}"
+    single = evaluate(compose_config([*team, ckpt], tmp_path / "eval", "eval"))
     assert single["test_acc"] == alone["test_acc"]
-    (job,) = sweep("train", tmp_path / "sweep", {"model.lr": ["0.02"]}, *common, "test=false")
-    assert read_metrics(job)["val_acc"] == alone["val_acc"]  # the same seeded training
 
 
 @pytest.mark.parametrize("name", ["gan", "accumulate"])
