@@ -292,3 +292,29 @@ def test_train_runs_on_a_config_from_hydras_compose_api(
     else:
         (run,) = (tmp_path / "logs" / "train" / "runs").iterdir()
         assert (run / "metrics.json").is_file() and (run / "learning_curves.png").is_file()
+
+
+class EveryOtherStep(gan.GAN):
+    """Logs d_loss on odd steps only (and g_loss on every step)."""
+
+    def log_dict(self, values: dict, *args: Any, **kwargs: Any) -> None:
+        if self.global_step % 4 == 0:  # two optimizer steps a batch: every other batch
+            values = {"g_loss": values["g_loss"]}
+        super().log_dict(values, *args, **kwargs)
+
+
+@pytest.mark.slow
+def test_a_value_logged_on_some_steps_is_the_mean_of_those_steps(tmp_path: Path) -> None:
+    class LoggedSteps(Callback):
+        def __init__(self) -> None:
+            self.d_loss: list[float] = []
+
+        def on_train_batch_end(self, trainer: L.Trainer, module: Any, *args: Any) -> None:
+            if (trainer.global_step - 2) % 4 == 0:  # a batch that logged d_loss
+                self.d_loss.append(float(trainer.callback_metrics["d_loss"]))
+
+    plots, seen = PlotCallback(str(tmp_path)), LoggedSteps()
+    trainer(tmp_path, seen, plots, epochs=1).fit(EveryOtherStep(), gan.RingData())
+    assert len(seen.d_loss) == 4
+    (row,) = plots.history
+    assert row["train/d_loss"] == pytest.approx(sum(seen.d_loss) / 4, rel=1e-6)

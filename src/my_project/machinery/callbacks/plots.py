@@ -112,10 +112,11 @@ class PlotCallback(Callback):
     ) -> None:
         """Sum the values logged per step only (a tensor add on their device; no sync)."""
         for entry in logged_entries(training_results(trainer)):
-            value = entry.value if entry.is_tensor and not entry.meta.on_epoch else None
+            per_step = entry.is_tensor and not entry.meta.on_epoch and not entry.has_reset
+            value = entry.value if per_step else None
             name = logged_name(entry)
             if not isinstance(value, Tensor) or value is self._last_seen.get(name):
-                continue  # not a per-step value, or not logged again at this step
+                continue  # not a per-step value, or not logged (again) at this step
             self._last_seen[name] = value
             total, count = self._step_sums.get(name, (None, 0))
             value = value.detach().reshape(())
