@@ -206,6 +206,18 @@ class MyLoader(DataLoader):
     pass
 
 
+class Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        yield from torch.arange(6.0)
+
+
+def test_why_a_loader_cannot_resume_exactly_is_named() -> None:
+    data = TensorDataset(torch.arange(6.0))
+    assert not_resumable(MyLoader(data)) == "a subclass of DataLoader, MyLoader"
+    assert not_resumable(DataLoader(Stream())) == "its data set, a Stream, is iterable"
+    assert not_resumable({"a": DataLoader(data)}) == "several loaders (a dict)"
+
+
 @pytest.mark.slow
 def test_a_loader_that_cannot_resume_exactly_is_named_once(tmp_path: Path) -> None:
     class Data(plateau.PlateauData):

@@ -21,7 +21,13 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.data import _get_dataloader_init_args_and_kwargs
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+)
 
 from ..data.resumable import EpochSequentialSampler, EpochShuffleSampler, ResumableDataLoader
 
@@ -95,12 +101,14 @@ def not_resumable(loader: Any) -> str | None:
         getattr(loader, "load_state_dict", None)
     ):
         return None
+    if isinstance(loader, (list, tuple, dict)):
+        return f"several loaders (a {type(loader).__name__})"
     if not isinstance(loader, DataLoader):
         return f"a {type(loader).__name__}, not a DataLoader, without state_dict()"
     if type(loader) is not DataLoader:
         return f"a subclass of DataLoader, {type(loader).__name__}"
-    if not hasattr(loader.dataset, "__getitem__") or loader.batch_sampler is None:
-        return "its data set is iterable"
+    if isinstance(loader.dataset, IterableDataset) or loader.batch_sampler is None:
+        return f"its data set, a {type(loader.dataset).__name__}, is iterable"
     if type(loader.batch_sampler) is not BatchSampler:
         return f"its batch sampler is a {type(loader.batch_sampler).__name__}"
     return f"its sampler is a {type(loader.sampler).__name__}"
