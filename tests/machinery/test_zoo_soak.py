@@ -26,6 +26,7 @@ from .zoo_contract import (
     best_checkpoint,
     kill_9_and_resume,
     sweep,
+    sweep_key,
     train_zoo,
 )
 
@@ -36,12 +37,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.soak]
 FLOAT_SUM_BOUND = 1e-6
 
 
-def by_interval(names: list[str], processes: int) -> list[list[str]]:
-    """The names grouped by their checkpoint interval (one sweep each)."""
-    groups: dict[int, list[str]] = {}
+def by_setting(names: list[str], processes: int) -> list[list[str]]:
+    """The names grouped by what one sweep shares (checkpoint interval, strategy)."""
+    groups: dict[tuple[int, str], list[str]] = {}
     for name in names:
-        every = (ZOO[name].resume_one if processes == 1 else ZOO[name].resume_two)[0]
-        groups.setdefault(every, []).append(name)
+        groups.setdefault(sweep_key(name, processes), []).append(name)
     return list(groups.values())
 
 
@@ -53,7 +53,7 @@ def one(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root, runs = tmp_path_factory.mktemp("soak"), {}
-    for index, names in enumerate(by_interval(list(ZOO), 2)):
+    for index, names in enumerate(by_setting(list(ZOO), 2)):
         runs.update(train_zoo(root / f"ddp{index}", names, processes=2))
     return runs
 
@@ -157,3 +157,21 @@ def test_ddp_spawn_in_a_sweep_of_two_jobs_with_their_tests(tmp_path: Path) -> No
     for job in jobs:
         assert json.loads((job / "run_info.json").read_text())["world_size"] == 2
         assert 0 < read_metrics(job)["test_acc"] <= 1
+
+
+def test_ddp_tells_a_gan_to_find_unused_parameters(tmp_path: Path) -> None:
+    """Plain `ddp` on a module whose losses leave parameters out: one Error at the first
+    step naming the strategy that runs it (which the runs above use)."""
+    result = run_entry(
+        "train",
+        *ON_CPU,
+        *SEEDED,
+        "experiment=zoo_gan",
+        "trainer.devices=2",
+        "trainer.strategy=ddp",
+        f"hydra.run.dir={tmp_path}",
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert "`trainer.strategy=ddp_find_unused_parameters_true`" in " ".join(result.stderr.split())

@@ -43,6 +43,9 @@ class Zoo:
     # under DDP, rank 0's value.
     ddp_exact: tuple[str, ...] = ()
     ddp_rounded: tuple[str, ...] = ()
+    # A GAN toggling its two optimizers leaves parameters out of each loss: DDP must be told
+    # (`trainer.strategy=ddp` stops at its first step saying so).
+    ddp_strategy: str = "ddp"
 
 
 CLASSES3 = "index,target,output_0,output_1,output_2"
@@ -77,6 +80,7 @@ ZOO: dict[str, Zoo] = {
         resume_one=(5, 24),  # two optimizer steps a batch
         resume_two=(5, 12),
         random_test=True,
+        ddp_strategy="ddp_find_unused_parameters_true",
     ),
     "plateau": Zoo(
         "test_acc",
@@ -168,7 +172,7 @@ def seeded(name: str, processes: int = 1) -> list[str]:
         f"callbacks.last_checkpoint.every_n_train_steps={every}",
     ]
     if processes > 1:
-        overrides += [f"trainer.devices={processes}", "trainer.strategy=ddp"]
+        overrides += [f"trainer.devices={processes}", f"trainer.strategy={ZOO[name].ddp_strategy}"]
     return overrides
 
 
@@ -186,13 +190,18 @@ def sweep(script: str, sweep_dir: Path, values: dict[str, list[str]], *common: s
 
 def train_zoo(sweep_dir: Path, names: list[str], processes: int = 1) -> dict[str, Path]:
     """Each named module trained with its seeded settings (the same `every_n_train_steps`
-    for all of them in one sweep), in one `-m` sweep; their run directories."""
-    every = {(ZOO[n].resume_one if processes == 1 else ZOO[n].resume_two)[0] for n in names}
-    assert len(every) == 1, "one sweep, one checkpoint interval"
+    and strategy for all of them), in one `-m` sweep; their run directories."""
+    assert len({sweep_key(n, processes) for n in names}) == 1, "one sweep, one setting"
     common = [*seeded(names[0], processes)]
     common.remove(experiment(names[0]))
     runs = sweep("train", sweep_dir, {"experiment": [f"zoo_{n}" for n in names]}, *common)
     return dict(zip(names, runs, strict=True))
+
+
+def sweep_key(name: str, processes: int) -> tuple[int, str]:
+    """What must be alike for modules trained in one sweep: checkpoint interval, strategy."""
+    every = (ZOO[name].resume_one if processes == 1 else ZOO[name].resume_two)[0]
+    return every, ZOO[name].ddp_strategy if processes > 1 else "auto"
 
 
 def checkpoint(run_dir: Path, name: str = "last.ckpt") -> dict[str, Any]:
