@@ -282,9 +282,9 @@ def test_ddps_unused_parameters_failure_is_one_paragraph_naming_the_strategy() -
     strategy = DDPStrategy()
     strategy._lightning_module = gan.GAN()
     torchs = "Expected to have finished reduction in the prior iteration before starting a new one"
-    with pytest.raises(UserError, match=r"GAN has parameters that its loss does not use"):
-        with _unused_parameters_explained(strategy):
-            raise RuntimeError(torchs)
+    explained = pytest.raises(UserError, match=r"GAN has parameters that its loss does not use")
+    with explained, _unused_parameters_explained(strategy):
+        raise RuntimeError(torchs)
     with pytest.raises(RuntimeError, match="another"), _unused_parameters_explained(strategy):
         raise RuntimeError("another")
 
