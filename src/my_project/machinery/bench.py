@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +214,7 @@ def hand_written_loop(
     first optimizer. Manual optimization (``self.automatic_optimization = False``, a GAN): the
     module's step does its optimizers' work itself, as its own loop would; what it asks of a
     Trainer (``self.optimizers()``, ``manual_backward``, ``self.trainer.is_last_batch``...)
-    is answered by `LoopState`.
+    is answered by `LoopState` (for any module: a step may read its optimizer's lr).
     """
     from lightning.pytorch.utilities import move_data_to_device
 
@@ -222,19 +222,21 @@ def hand_written_loop(
     module.train()
     module.log = module.log_dict = _no_log
     manual = not module.automatic_optimization
-    loop = LoopState(module, optimizers, schedulers or []) if manual else None
+    # What the step may ask of a Trainer (`self.optimizers()`, to log the lr, too)
+    loop = LoopState(module, optimizers, schedulers or [])
     with_index = _takes_batch_idx(module)
     watch = Stopwatch(device)
     step = 0
     while True:
-        epoch = list(batches()) if manual else batches()  # manual: `is_last_batch`
+        epoch = batches()
+        size = len(epoch) if isinstance(epoch, Sized) else -1  # `trainer.is_last_batch`
         for index, batch in enumerate(epoch):
             if step == warmup:
                 watch.start()
             batch = move_data_to_device(batch, device)
             arguments = (batch, index) if with_index else (batch,)
-            if loop is not None:
-                loop.is_last_batch = index == len(epoch) - 1  # type: ignore[arg-type]
+            loop.is_last_batch = index == size - 1
+            if manual:
                 module.training_step(*arguments)
                 loop.global_step += 1
             else:
@@ -242,14 +244,14 @@ def hand_written_loop(
                 loss = _loss(module.training_step(*arguments))
                 loss.backward()
                 optimizers[0].step()
+                loop.global_step += 1
             step += 1
             if step > warmup:
                 watch.samples += _batch_size(batch)
             if step == warmup + steps:
                 watch.stop()
                 return watch.rates()
-        if loop is not None:
-            loop.current_epoch += 1
+        loop.current_epoch += 1
 
 
 def _takes_batch_idx(module: Any) -> bool:
@@ -343,6 +345,19 @@ def tutorial_loader(loader: Any) -> Any:
     return DataLoader(dataset, batch_size=loader.batch_size, shuffle=True, collate_fn=collate)
 
 
+def _without_schedulers(configure: Callable[[], Any]) -> Callable[[], Any]:
+    """``configure_optimizers`` returning its optimizers alone: the hand-written loop steps
+    no scheduler (and one that follows a validation metric, ReduceLROnPlateau, has none to
+    follow here: validation is off)."""
+
+    def configure_optimizers() -> Any:
+        from lightning.pytorch.core.optimizer import _configure_optimizers
+
+        return _configure_optimizers(configure())[0]
+
+    return configure_optimizers
+
+
 def _default_implementation(optimizer: Any) -> Any:
     """The same optimizer class and settings over the same parameters, at torch's default
     implementation (no ``fused``, ``foreach``...)."""
@@ -424,7 +439,11 @@ class Bench:
         from .run.build import model_for_data
 
         torch.manual_seed(0)
-        return model_for_data(self.cfg, self.datamodule)
+        module = model_for_data(self.cfg, self.datamodule)
+        # Layers made in `configure_model` exist before `configure_optimizers`, as in a fit
+        # (Lightning calls the hook again there; the docs make it idempotent).
+        module.configure_model()
+        return module
 
     def _raw_model_and_optimizers(self, method: str) -> tuple[Any, list[Any], list[Any]]:
         """The module, its optimizers and schedulers: as configured (way 3) or as a tutorial
@@ -447,7 +466,10 @@ class Bench:
 
             timer = StepTimer(args.warmup, args.steps, self.device)
             trainer = self._trainer(-1, instantiate_group(self.cfg.get("callbacks")))
-            trainer.fit(timer.attach(self._model()), datamodule=self.datamodule)
+            module = timer.attach(self._model())
+            if module.automatic_optimization:  # as in the hand-written loop: no scheduler
+                module.configure_optimizers = _without_schedulers(module.configure_optimizers)
+            trainer.fit(module, datamodule=self.datamodule)
             return timer.watch.rates()
         module, optimizers, schedulers = self._raw_model_and_optimizers(method)
         if method == "raw":

@@ -61,12 +61,16 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
         for k, v in expected.items()
         if k in weights and tuple(weights[k].shape) != tuple(v.shape)
     ]
+    from lightning.pytorch.utilities.model_helpers import is_overridden
     from torchmetrics import Metric  # metric states are optional in a checkpoint
 
     metrics = tuple(f"{n}." for n, m in model.named_modules() if isinstance(m, Metric))
-    problems += [
-        f"unexpected {k}" for k in weights if k not in expected and not k.startswith(metrics)
-    ]
+    # A module that makes layers in `configure_model` has them only once a fit or a load
+    # has called it: their weights are not unexpected yet.
+    if not is_overridden("configure_model", model):
+        problems += [
+            f"unexpected {k}" for k in weights if k not in expected and not k.startswith(metrics)
+        ]
     if problems:
         saved_net = checkpoint.get("hyper_parameters", {}).get("net")
         hint = f" The checkpoint's network is {saved_net}." if saved_net else ""
