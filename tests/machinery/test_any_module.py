@@ -232,6 +232,24 @@ def test_a_loader_that_cannot_resume_exactly_is_named_once(tmp_path: Path) -> No
     assert "a subclass of DataLoader, MyLoader" in str(named[0].message)
 
 
+# -- configure_model ---------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_checkpoint_of_layers_made_in_configure_model_matches_a_new_module(
+    tmp_path: Path,
+) -> None:
+    """Before a fit calls `configure_model`, the module has no such layers: their weights in
+    a checkpoint are not another model's (a resume of such a module was refused)."""
+    from my_project.machinery.preflight.checkpoint import check_checkpoint_matches
+
+    from .zoo import configure_model
+
+    run = trainer(tmp_path, ModelCheckpoint(dirpath=tmp_path, save_last=True), epochs=1)
+    run.fit(configure_model.LateBuiltClassifier(), configure_model.LateBuiltData())
+    fresh = configure_model.LateBuiltClassifier()
+    assert fresh.net is None
+    assert check_checkpoint_matches(str(tmp_path / "last.ckpt"), fresh)["global_step"] == 8
+
+
 # -- any Trainer argument -------------------------------------------------------------------------
 def test_any_trainer_argument_is_taken_without_a_plus() -> None:
     assert with_trainer_arguments(

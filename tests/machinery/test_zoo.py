@@ -215,12 +215,13 @@ def test_ddp_spawn_runs_with_exact_test_metrics(tmp_path: Path) -> None:
     assert single["test_acc"] == alone["test_acc"]
 
 
-@pytest.mark.parametrize("name", ["gan", "accumulate"])
-def test_the_benchmark_times_a_manually_optimizing_module(
+@pytest.mark.parametrize("name", ["gan", "accumulate", "plateau", "configure_model"])
+def test_the_benchmark_times_modules_that_ask_more_of_their_loop(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`python -m ...bench --workload none experiment=...` (in this process): the hand-written
-    loop lets the module's own step drive its optimizers (two a batch for the GAN)."""
+    loop lets a manually optimizing module's step drive its optimizers (two a batch for the
+    GAN), answers `self.optimizers()` (plateau logs its lr), and has configure_model's layers."""
     from my_project.machinery.bench import main
 
     main(
