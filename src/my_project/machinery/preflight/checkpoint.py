@@ -33,10 +33,8 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     """The checkpoint is readable and holds weights of exactly this model's shapes.
 
     Returns the checkpoint's training progress: ``epoch``, ``global_step`` and
-    ``logger_step``, the first step at which the resumed run may log (loggers count batches,
-    ``global_step`` optimizer steps). Lightning saves its batch count before counting the
-    batch whose end saved the checkpoint, and that batch's row is logged at that count; so
-    the rows up to it are the checkpoint's, the resumed run logs after it.
+    ``logger_step``, the first step at which the resumed run logs (loggers count batches,
+    ``global_step`` optimizer steps; see `logger_step`).
     """
     import torch
 
@@ -81,6 +79,21 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
             "`resume=<its run dir>`, which reloads that run's config."
         )
     progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
-    loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict", {})
-    progress["logger_step"] = int(loop.get("_batches_that_stepped", progress["global_step"])) + 1
+    progress["logger_step"] = logger_step(checkpoint)
     return progress
+
+
+def logger_step(checkpoint: dict[str, Any]) -> int:
+    """The step at which a run resumed from ``checkpoint`` logs its first row: the loggers'
+    count of batches (``_batches_that_stepped``; a GAN's ``global_step`` counts two optimizer
+    steps a batch, accumulation one every N). A checkpoint saved at the end of a training
+    batch holds the count before that batch (whose row is logged after the save, at that
+    count), and Lightning adds the batch when it resumes; one saved at an epoch's end holds it
+    whole (the rows logged after it, a test's, are logged again)."""
+    loops = checkpoint.get("loops", {}).get("fit_loop", {})
+    count = loops.get("epoch_loop.state_dict", {}).get("_batches_that_stepped")
+    if count is None:
+        return int(checkpoint.get("global_step") or 0)
+    total = loops.get("epoch_loop.batch_progress", {}).get("total", {})
+    at_batch_end = total.get("completed", 0) == total.get("processed", 0) - 1
+    return int(count) + (1 if at_batch_end else 0)
