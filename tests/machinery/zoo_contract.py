@@ -136,7 +136,7 @@ ZOO: dict[str, Zoo] = {
         "predictions.png",
         "index,target,prediction",
         resume_one=(5, 6),  # one optimizer step every two batches
-        resume_two=(3, 3),
+        resume_two=(3, 4),
     ),
 }
 # 64 training samples in batches of 8: 8 steps an epoch in one process, 4 in each of two.
