@@ -276,7 +276,8 @@ def test_a_misspelt_key_is_refused_with_the_closest_names() -> None:
             ("model.lrr=0.1", "Did you mean `model.lr`?"),
         ):
             with pytest.raises(Exception) as raised:
-                compose("train", overrides=pinned([override]))
+                zoo = [SEARCH_MACHINERY_CONFIGS, "experiment=zoo_binary"]  # not the example's
+                compose("train", overrides=pinned([*zoo, override]))
             message = str(as_user_error(raised.value))
             assert hint in message, message
     assert "use +" not in message and "`+model.lrr=...`" in message
