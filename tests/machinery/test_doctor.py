@@ -139,7 +139,7 @@ def test_importing_the_doctor_loads_neither_torch_nor_lightning() -> None:
         ),
         (
             ["trainer.devices=2", "trainer.strategy=ddp_spawn"],
-            ("cpu", 2, "DDPStrategy", "spawn", "gloo", 2),
+            ("cpu", 2, "HydraDDPStrategy", "spawn", "gloo", 2),
         ),
         (
             ["trainer.devices=2", "trainer.strategy=dp"],

@@ -47,7 +47,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "expriment=digits_cnn",
         "Did you mean the config group `experiment`?",
     ),
-    ("unknown key", "train", "data.batchsize=3", "Could not override 'data.batchsize'"),
+    ("unknown key", "train", "data.batchsize=3", "Did you mean `data.batch_size`?"),
     ("malformed override", "train", "model.lr=[", "no viable alternative at input '['"),
     (
         "broken YAML in --config-dir",

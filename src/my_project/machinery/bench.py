@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,7 @@ def compose(args: argparse.Namespace) -> Any:
     from omegaconf import open_dict
 
     from .config import config_dir
+    from .run.trainer_arguments import with_trainer_arguments
 
     overrides = [
         # The template's step machinery, no checkpoints or plots (an override can change it).
@@ -141,7 +142,7 @@ def compose(args: argparse.Namespace) -> Any:
         "logger=none",
     ]
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        cfg = hydra_compose(config_name="train", overrides=overrides)
+        cfg = hydra_compose(config_name="train", overrides=with_trainer_arguments(overrides))
     with open_dict(cfg):
         cfg.paths.output_dir = tempfile.mkdtemp(prefix="bench-")
         if "on_device" in cfg.data and args.on_device != "auto":
@@ -199,36 +200,89 @@ def _no_log(*args: Any, **kwargs: Any) -> None:
 
 def hand_written_loop(
     module: Any,
-    optimizer: Any,
+    optimizers: list[Any],
     batches: Callable[[], Iterable[Any]],
     device: Any,
     warmup: int,
     steps: int,
+    schedulers: list[Any] | None = None,
 ) -> dict[str, float]:
     """The tutorial loop around the module's own step; samples per second over ``steps``
-    steps after ``warmup``."""
+    steps after ``warmup``.
+
+    Automatic optimization: ``zero_grad``, the step's loss, ``backward``, ``step`` of the
+    first optimizer. Manual optimization (``self.automatic_optimization = False``, a GAN): the
+    module's step does its optimizers' work itself, as its own loop would; what it asks of a
+    Trainer (``self.optimizers()``, ``manual_backward``, ``self.trainer.is_last_batch``...)
+    is answered by `LoopState` (for any module: a step may read its optimizer's lr).
+    """
     from lightning.pytorch.utilities import move_data_to_device
 
     module.to(device)
     module.train()
     module.log = module.log_dict = _no_log
+    manual = not module.automatic_optimization
+    # What the step may ask of a Trainer (`self.optimizers()`, to log the lr, too)
+    loop = LoopState(module, optimizers, schedulers or [])
+    with_index = _takes_batch_idx(module)
     watch = Stopwatch(device)
     step = 0
     while True:
-        for batch in batches():
+        epoch = batches()
+        size = len(epoch) if isinstance(epoch, Sized) else -1  # `trainer.is_last_batch`
+        for index, batch in enumerate(epoch):
             if step == warmup:
                 watch.start()
             batch = move_data_to_device(batch, device)
-            optimizer.zero_grad()
-            loss = _loss(module.training_step(batch, step))
-            loss.backward()
-            optimizer.step()
+            arguments = (batch, index) if with_index else (batch,)
+            loop.is_last_batch = index == size - 1
+            if manual:
+                module.training_step(*arguments)
+                loop.global_step += 1
+            else:
+                optimizers[0].zero_grad()
+                loss = _loss(module.training_step(*arguments))
+                loss.backward()
+                optimizers[0].step()
+                loop.global_step += 1
             step += 1
             if step > warmup:
                 watch.samples += _batch_size(batch)
             if step == warmup + steps:
                 watch.stop()
                 return watch.rates()
+        loop.current_epoch += 1
+
+
+def _takes_batch_idx(module: Any) -> bool:
+    """Whether ``training_step`` takes ``batch_idx`` (Lightning passes it only then)."""
+    parameters = inspect.signature(module.training_step).parameters.values()
+    return len(parameters) > 1 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
+class LoopState:
+    """What a manually optimizing module's step asks of its Trainer, in a hand-written loop:
+    ``self.optimizers()`` and ``self.lr_schedulers()`` (the torch objects themselves),
+    ``self.manual_backward(loss)`` (``loss.backward()``), ``self.toggle_optimizer`` (Lightning's
+    own, which reads ``trainer.optimizers``), ``self.trainer.is_last_batch``,
+    ``current_epoch`` and ``global_step``."""
+
+    def __init__(self, module: Any, optimizers: list[Any], schedulers: list[Any]) -> None:
+        from types import SimpleNamespace
+
+        self.optimizers = optimizers
+        self.lr_scheduler_configs = [SimpleNamespace(scheduler=s) for s in schedulers]
+        self.is_last_batch = False
+        self.current_epoch = self.global_step = 0
+        self.training, self.sanity_checking = True, False
+        module.optimizers = lambda use_pl_optimizer=True: (
+            optimizers[0] if len(optimizers) == 1 else list(optimizers)
+        )
+        module.lr_schedulers = lambda: (
+            None if not schedulers else schedulers[0] if len(schedulers) == 1 else schedulers
+        )
+        module.manual_backward = lambda loss, *args, **kwargs: loss.backward(*args, **kwargs)
+        module._trainer = self  # `self.trainer` in the module's step reads this object
 
 
 class StepTimer:
@@ -247,6 +301,7 @@ class StepTimer:
     def attach(self, module: Any) -> Any:
         module.on_train_batch_start = self.on_train_batch_start
         module.on_train_batch_end = self.on_train_batch_end
+        self.module = module
         return module
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
@@ -259,19 +314,20 @@ class StepTimer:
             self.watch.samples += _batch_size(batch)
         if self.step == self.warmup + self.steps:
             self.watch.stop()
+            # Batches, not `max_steps`: Lightning's steps are optimizer steps (two a batch in
+            # a GAN, one every N batches with accumulation).
+            self.module.trainer.should_stop = True
 
 
-def first_optimizer(configured: Any) -> Any:
-    """The optimizer of whatever ``configure_optimizers`` returned."""
-    import torch
+def configured_optimizers(module: Any) -> tuple[list[Any], list[Any]]:
+    """The optimizers and learning-rate schedulers of whatever ``configure_optimizers``
+    returned, parsed by Lightning's own parser (every form Lightning takes works here)."""
+    from lightning.pytorch.core.optimizer import _configure_optimizers
 
-    if isinstance(configured, torch.optim.Optimizer):
-        return configured
-    if isinstance(configured, dict):
-        return first_optimizer(configured["optimizer"])
-    if isinstance(configured, (list, tuple)) and configured:
-        return first_optimizer(configured[0])
-    raise TypeError(f"configure_optimizers() returned {type(configured).__name__}: no optimizer")
+    optimizers, schedulers, _ = _configure_optimizers(module.configure_optimizers())
+    return list(optimizers), [
+        config["scheduler"] if isinstance(config, dict) else config for config in schedulers
+    ]
 
 
 def tutorial_loader(loader: Any) -> Any:
@@ -287,6 +343,34 @@ def tutorial_loader(loader: Any) -> Any:
         dataset = TensorDataset(*dataset.tensors)  # without whole-batch indexing
     collate = None if loader.collate_fn is keep_batch else loader.collate_fn
     return DataLoader(dataset, batch_size=loader.batch_size, shuffle=True, collate_fn=collate)
+
+
+def _without_schedulers(configure: Callable[[], Any]) -> Callable[[], Any]:
+    """``configure_optimizers`` returning its optimizers alone: the hand-written loop steps
+    no scheduler (and one that follows a validation metric, ReduceLROnPlateau, has none to
+    follow here: validation is off)."""
+
+    def configure_optimizers() -> Any:
+        from lightning.pytorch.core.optimizer import _configure_optimizers
+
+        return _configure_optimizers(configure())[0]
+
+    return configure_optimizers
+
+
+def _default_implementation(optimizer: Any) -> Any:
+    """The same optimizer class and settings over the same parameters, at torch's default
+    implementation (no ``fused``, ``foreach``...)."""
+    accepted = inspect.signature(type(optimizer)).parameters
+    groups = [
+        {
+            k: v
+            for k, v in group.items()
+            if k not in IMPLEMENTATION_FLAGS and k in {*accepted, "params"}
+        }
+        for group in optimizer.param_groups
+    ]
+    return type(optimizer)(groups)
 
 
 class Bench:
@@ -341,6 +425,8 @@ class Bench:
             [],
             max_steps=max_steps,
             max_epochs=-1,
+            min_epochs=0,
+            min_steps=None,
             limit_val_batches=0,
             num_sanity_val_steps=0,
             enable_checkpointing=False,
@@ -353,22 +439,24 @@ class Bench:
         from .run.build import model_for_data
 
         torch.manual_seed(0)
-        return model_for_data(self.cfg, self.datamodule)
+        module = model_for_data(self.cfg, self.datamodule)
+        # Layers made in `configure_model` exist before `configure_optimizers`, as in a fit
+        # (Lightning calls the hook again there; the docs make it idempotent).
+        module.configure_model()
+        return module
 
-    def _raw_model_and_optimizer(self, method: str) -> tuple[Any, Any]:
-        """The module, and its optimizer: as configured (way 3) or as a tutorial writes it
-        (way 1: same class and hyperparameters, torch's default implementation)."""
+    def _raw_model_and_optimizers(self, method: str) -> tuple[Any, list[Any], list[Any]]:
+        """The module, its optimizers and schedulers: as configured (way 3) or as a tutorial
+        writes them (way 1: same classes and hyperparameters, torch's default
+        implementation; its schedulers then drive those optimizers)."""
         module = self._model()
-        optimizer = first_optimizer(module.configure_optimizers())
+        optimizers, schedulers = configured_optimizers(module)
         if method == "raw":
-            accepted = inspect.signature(type(optimizer)).parameters
-            defaults = {
-                k: v
-                for k, v in optimizer.defaults.items()
-                if k in accepted and k not in IMPLEMENTATION_FLAGS
-            }
-            optimizer = type(optimizer)(module.parameters(), **defaults)
-        return module, optimizer
+            tutorial = [_default_implementation(optimizer) for optimizer in optimizers]
+            for scheduler in schedulers:  # the same schedule, on the tutorial's optimizer
+                scheduler.optimizer = tutorial[optimizers.index(scheduler.optimizer)]
+            optimizers = tutorial
+        return module, optimizers, schedulers
 
     def run(self, method: str) -> dict[str, float]:
         """One timed run of a way: samples per second by the wall clock and by CPU time."""
@@ -377,17 +465,20 @@ class Bench:
             from .run.build import instantiate_group
 
             timer = StepTimer(args.warmup, args.steps, self.device)
-            trainer = self._trainer(
-                args.warmup + args.steps, instantiate_group(self.cfg.get("callbacks"))
-            )
-            trainer.fit(timer.attach(self._model()), datamodule=self.datamodule)
+            trainer = self._trainer(-1, instantiate_group(self.cfg.get("callbacks")))
+            module = timer.attach(self._model())
+            if module.automatic_optimization:  # as in the hand-written loop: no scheduler
+                module.configure_optimizers = _without_schedulers(module.configure_optimizers)
+            trainer.fit(module, datamodule=self.datamodule)
             return timer.watch.rates()
-        module, optimizer = self._raw_model_and_optimizer(method)
+        module, optimizers, schedulers = self._raw_model_and_optimizers(method)
         if method == "raw":
             batches: Callable[[], Iterable[Any]] = lambda: self.raw_loader  # noqa: E731
         else:
             batches = self._template_batches
-        return hand_written_loop(module, optimizer, batches, self.device, args.warmup, args.steps)
+        return hand_written_loop(
+            module, optimizers, batches, self.device, args.warmup, args.steps, schedulers
+        )
 
     def _template_batches(self) -> Iterable[Any]:
         self.datamodule.trainer = self.probe

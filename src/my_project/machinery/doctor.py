@@ -116,10 +116,11 @@ def compose_train_config(overrides: Sequence[str]) -> DictConfig:
     from hydra.errors import HydraException
 
     from .config import config_dir
+    from .run.trainer_arguments import with_trainer_arguments
 
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-            return compose(config_name="train", overrides=list(overrides))
+            return compose(config_name="train", overrides=with_trainer_arguments(overrides))
     except HydraException as error:
         raise UserError(
             f"{error}\nThese are the overrides of `python train.py`; `python train.py --help` "

@@ -1,7 +1,8 @@
 """Plots a person would rather look at than read, for any task.
 
 - learning curves: every metric logged once per epoch, one panel per metric, a line per stage
-  (train, val), the best epoch of the monitored metric marked;
+  (train, val; one per loader with several validation loaders), the best epoch of the
+  monitored metric marked;
 - classification: the test confusion matrix;
 - regression: predicted against true values of the test set.
 
@@ -57,10 +58,11 @@ def plot_learning_curves(
     panels: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for row in history:
         for key, value in row.items():
-            parts = split_metric_name(key)
-            if parts is None or parts[0] == "test" or parts[1].endswith("_best"):
+            where = _panel_and_line(key)
+            if where is None:
                 continue
-            panels.setdefault(parts[1], {}).setdefault(parts[0], []).append(
+            panel, line = where
+            panels.setdefault(panel, {}).setdefault(line, []).append(
                 (int(row["epoch"]), float(value))
             )
     if not panels:
@@ -72,17 +74,16 @@ def plot_learning_curves(
     fig, axes = plt.subplots(
         rows, columns, figsize=(5.2 * columns, 4.0 * rows), squeeze=False, constrained_layout=True
     )
+    monitored = _panel_and_line(monitor) if monitor else None
     # Epochs as Lightning numbers them (from 0): as in the progress bar, metrics.csv and the
     # checkpoints' names (`epoch_007.ckpt`).
     for ax, name in zip(axes.flat, names, strict=False):
-        for stage, style in (("train", "-o"), ("val", "-s")):
-            points = sorted(panels[name].get(stage, []))
-            if points:
-                epochs, values = zip(*points, strict=True)
-                ax.plot(epochs, values, style, markersize=3, label=stage)
-        monitored = split_metric_name(monitor) if monitor else None
-        if monitored is not None and monitored[1] == name and panels[name].get(monitored[0]):
-            _mark_best(ax, panels[name][monitored[0]], mode, monitored[0])
+        for line in sorted(panels[name], key=lambda label: (label.split()[0] != "train", label)):
+            epochs, values = zip(*sorted(panels[name][line]), strict=True)
+            style = "-o" if line.startswith("train") else "-s"
+            ax.plot(epochs, values, style, markersize=3, label=line)
+        if monitored is not None and monitored[0] == name and panels[name].get(monitored[1]):
+            _mark_best(ax, panels[name][monitored[1]], mode, monitored[1])
         ax.set(title=name, xlabel="epoch")
         seen = sorted({epoch for points in panels[name].values() for epoch, _ in points})
         if len(seen) <= 12:  # few epochs: a tick on each (one epoch got ticks 0.96 ... 1.04)
@@ -95,6 +96,22 @@ def plot_learning_curves(
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
     return _save(plt, fig, path)
+
+
+def _panel_and_line(key: str) -> tuple[str, str] | None:
+    """``("loss", "train")`` for ``train_loss``; ``("acc", "val 1")`` for
+    ``val_acc/dataloader_idx_1``; None for what is not a train or val metric of an epoch."""
+    parts = split_metric_name(key)
+    if parts is None or parts[0] == "test" or parts[1].endswith("_best"):
+        return None
+    stage, name = parts
+    loader = _LOADER.search(name)
+    if loader:
+        return name[: loader.start()], f"{stage} {loader[1]}"
+    return name, stage
+
+
+_LOADER = re.compile(r"/dataloader_idx_(\d+)$")
 
 
 def _mark_best(ax: Any, points: list[tuple[int, float]], mode: str, stage: str) -> None:

@@ -5,9 +5,10 @@ the run directory and logged to every logger that takes images (wandb).
 The task plot needs the module's outputs on the test set. A docs-style ``test_step`` returns
 nothing, so after each test batch ``(inputs, targets, ...)`` this callback runs the module's
 ``forward`` on the inputs once more (without gradients): classification when the outputs are
-one score per class and the targets class indices, regression when both are one number per
-sample. Anything else (a ``forward`` that needs more than the inputs, dict batches) gets the
-learning curves only, and a line in the log saying why.
+one score per class and the targets class indices, or one value a sample and 0/1 targets (a
+binary classifier with one logit: a 2x2 confusion matrix, see `tasks.py`); regression when
+both are one number per sample otherwise. Anything else (a ``forward`` that needs more than the
+inputs, dict batches) gets the learning curves only, and a line in the log saying why.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from ..plotting import (
     split_metric_name,
 )
 from ..reliability.per_rank import gather_from_ranks
+from ..tasks import binary_probabilities
+from .logged import logged_entries, logged_name, training_results, validation_results
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +47,16 @@ def log_image(trainer: Trainer, key: str, path: Path) -> None:
 class PlotCallback(Callback):
     """Keeps a per-epoch history of the epoch-level metrics, plots it, and plots the test set.
 
-    Validation metrics are recorded when validation ends. Lightning calls callbacks'
-    ``on_train_epoch_end`` before the module's, where epoch-level train metrics are often
-    logged, so those are recorded when the next epoch starts, at fit end, or when an epoch-end
-    checkpoint is written. The history is part of the checkpoint, so a resumed run plots the
-    whole run.
+    Every value the module logs in training or validation is recorded once an epoch: its
+    epoch value (``on_epoch``, Lightning's mean or sum), or, for a value logged per step only
+    (``self.log_dict({"g_loss": ...})`` in a GAN's step), the mean of its steps, kept here
+    (a sum on the device, no host sync). A name with a stage (``train_loss``, ``val/acc``)
+    goes into that stage's line; one without (``g_loss``, ``lr``) into the stage whose hooks
+    logged it. Validation metrics are recorded when validation ends. Lightning calls
+    callbacks' ``on_train_epoch_end`` before the module's, where epoch-level train metrics are
+    often logged, so those are recorded when the next epoch starts, at fit end, or when an
+    epoch-end checkpoint is written. The history (and the step sums of the epoch under way)
+    is part of the checkpoint, so a resumed run plots the whole run.
     """
 
     def __init__(
@@ -65,18 +73,32 @@ class PlotCallback(Callback):
         self.predictions_name = predictions_name
         self.max_test_samples = max_test_samples
         self.history: list[dict[str, float]] = []
+        self._step_sums: dict[str, tuple[Tensor, int]] = {}  # per-step values of this epoch
+        self._last_seen: dict[str, Tensor] = {}
         self._outputs: list[Tensor] = []
         self._targets: list[Tensor] = []
         self._skip_reason: str | None = None
 
     # -- learning curves -----------------------------------------------------------------
     def _record(self, trainer: Trainer, epoch: int, stage: str) -> None:
+        if epoch < 0:
+            return
+        results = validation_results(trainer) if stage == "val" else training_results(trainer)
+        metrics = trainer.callback_metrics
         values = {}
-        for key, value in trainer.callback_metrics.items():
-            parts = split_metric_name(key)
-            if parts is not None and parts[0] == stage and value.numel() == 1:
-                values[key] = float(value)
-        if not values or epoch < 0:
+        for entry in logged_entries(results):
+            name = logged_name(entry)
+            value: Any = metrics.get(name) if entry.meta.on_epoch else None
+            if value is None and stage == "train" and name in self._step_sums:
+                total, count = self._step_sums[name]
+                value = total / count
+            if not isinstance(value, Tensor) or value.numel() != 1:
+                continue
+            parts = split_metric_name(name)
+            if parts is not None and parts[0] == "test":
+                continue
+            values[name if parts is not None else f"{stage}/{name}"] = float(value)
+        if not values:
             return
         row = next((r for r in self.history if r["epoch"] == epoch), None)
         if row is None:
@@ -85,12 +107,28 @@ class PlotCallback(Callback):
             self.history.sort(key=lambda r: r["epoch"])
         row.update(values)
 
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, idx: int
+    ) -> None:
+        """Sum the values logged per step only (a tensor add on their device; no sync)."""
+        for entry in logged_entries(training_results(trainer)):
+            per_step = entry.is_tensor and not entry.meta.on_epoch and not entry.has_reset
+            value = entry.value if per_step else None
+            name = logged_name(entry)
+            if not isinstance(value, Tensor) or value is self._last_seen.get(name):
+                continue  # not a per-step value, or not logged (again) at this step
+            self._last_seen[name] = value
+            total, count = self._step_sums.get(name, (None, 0))
+            value = value.detach().reshape(())
+            self._step_sums[name] = (value if total is None else total.to(value) + value, count + 1)
+
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING:
             self._record(trainer, trainer.current_epoch, "val")
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._record(trainer, trainer.current_epoch - 1, "train")
+        self._step_sums, self._last_seen = {}, {}
 
     def on_save_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
@@ -164,7 +202,14 @@ class PlotCallback(Callback):
     def _plot_test(self, trainer: Trainer, outputs: Tensor, targets: Tensor) -> None:
         self.dirpath.mkdir(parents=True, exist_ok=True)
         per_sample = outputs.reshape(len(outputs), -1)
-        if per_sample.shape[1] > 1 and not targets.is_floating_point() and targets.dim() == 1:
+        probabilities = binary_probabilities(outputs, targets)
+        if probabilities is not None:  # one logit (or probability) and 0/1 labels
+            matrix = confusion_matrix(
+                (probabilities > 0.5).long().numpy(), targets.long().numpy(), 2
+            )
+            path = plot_confusion_matrix(matrix, self.dirpath / self.confusion_name)
+            log_image(trainer, "plots/confusion_matrix", path)
+        elif per_sample.shape[1] > 1 and not targets.is_floating_point() and targets.dim() == 1:
             classes = per_sample.shape[1]
             matrix = confusion_matrix(
                 per_sample.argmax(dim=1).numpy(), targets.clamp(0, classes - 1).numpy(), classes
@@ -185,10 +230,12 @@ class PlotCallback(Callback):
             )
 
     def state_dict(self) -> dict[str, Any]:
-        return {"history": [dict(row) for row in self.history]}
+        sums = {k: (total.detach().cpu(), count) for k, (total, count) in self._step_sums.items()}
+        return {"history": [dict(row) for row in self.history], "step_sums": sums}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.history = list(state_dict.get("history", []))
+        self._step_sums = dict(state_dict.get("step_sums", {}))
 
 
 def _monitored(trainer: Trainer) -> tuple[str | None, str]:

@@ -7,7 +7,9 @@ module's ``train_dataloader`` for the time of a fit, so that a plain ``DataLoade
 becomes a `ResumableDataLoader` over the same data set, batch size, collate function and
 workers: its order of epoch ``e`` is a function of ``(seed, e)`` and its position in the epoch
 is saved in every checkpoint (`data/resumable.py`). Loaders that are not plain DataLoaders
-(a subclass, an iterable, an already resumable one) are left as they are.
+(a subclass, an iterable, an already resumable one) are left as they are; one that cannot
+resume exactly by itself (no ``state_dict``) is named once, when training starts, with what to
+change.
 """
 
 from __future__ import annotations
@@ -17,10 +19,17 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.data import _get_dataloader_init_args_and_kwargs
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+)
 
-from ..data.resumable import EpochShuffleSampler, ResumableDataLoader
+from ..data.resumable import EpochSequentialSampler, EpochShuffleSampler, ResumableDataLoader
 
 _WRAPPED = "_resumable_train_loader"
 
@@ -30,6 +39,7 @@ class ResumableTrainLoader(Callback):
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed = seed
+        self._warned = False
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         datamodule = getattr(trainer, "datamodule", None)  # set by Lightning when fit starts
@@ -41,7 +51,19 @@ class ResumableTrainLoader(Callback):
 
         @functools.wraps(hook)
         def train_dataloader() -> Any:
-            return resumable(hook(), self.seed)
+            loader = resumable(hook(), self.seed)
+            reason = not_resumable(loader)
+            if reason and not self._warned:
+                self._warned = True
+                rank_zero_warn(
+                    f"The training loader cannot resume mid-epoch exactly ({reason}): a run "
+                    "resumed from a mid-epoch checkpoint restarts that epoch's data order. "
+                    "Return a plain `DataLoader(dataset, shuffle=True)` over a map-style data "
+                    "set (the template makes it resumable), or a loader with `state_dict()` and "
+                    "`load_state_dict()` (e.g. torchdata's `StatefulDataLoader`).",
+                    category=UserWarning,
+                )
+            return loader
 
         setattr(train_dataloader, _WRAPPED, True)
         datamodule.train_dataloader = train_dataloader
@@ -64,7 +86,29 @@ def resumable(loader: Any, seed: int | None) -> Any:
         if sampler.num_samples != len(loader.dataset):  # type: ignore[arg-type]
             return loader
         sampler = EpochShuffleSampler(loader.dataset, seed=seed)  # type: ignore[arg-type]
-    elif type(sampler) is not SequentialSampler:
+    elif type(sampler) is SequentialSampler:
+        sampler = EpochSequentialSampler(loader.dataset, seed=seed)  # type: ignore[arg-type]
+    else:
         return loader
     args, kwargs = _get_dataloader_init_args_and_kwargs(loader, sampler, RunningStage.TRAINING)
     return ResumableDataLoader(*args, **kwargs)
+
+
+def not_resumable(loader: Any) -> str | None:
+    """Why ``loader`` (as `resumable` left it) cannot continue mid-epoch where it stopped;
+    None when it can (it has ``state_dict``/``load_state_dict``, as Lightning asks)."""
+    if callable(getattr(loader, "state_dict", None)) and callable(
+        getattr(loader, "load_state_dict", None)
+    ):
+        return None
+    if isinstance(loader, (list, tuple, dict)):
+        return f"several loaders (a {type(loader).__name__})"
+    if not isinstance(loader, DataLoader):
+        return f"a {type(loader).__name__}, not a DataLoader, without state_dict()"
+    if type(loader) is not DataLoader:
+        return f"a subclass of DataLoader, {type(loader).__name__}"
+    if isinstance(loader.dataset, IterableDataset) or loader.batch_sampler is None:
+        return f"its data set, a {type(loader.dataset).__name__}, is iterable"
+    if type(loader.batch_sampler) is not BatchSampler:
+        return f"its batch sampler is a {type(loader.batch_sampler).__name__}"
+    return f"its sampler is a {type(loader.sampler).__name__}"

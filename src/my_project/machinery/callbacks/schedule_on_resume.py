@@ -16,7 +16,12 @@ learning rate reaches 0 at the old horizon and the schedule starts over; a resum
   schedule that cannot reach the checkpoint's step (``OneCycleLR`` with fewer ``total_steps``)
   stops the run with what to change.
 
-``ReduceLROnPlateau`` follows a metric rather than a horizon: it keeps its restored state.
+``ReduceLROnPlateau`` follows a metric rather than a horizon: its restored state (the
+reductions so far, its patience) is kept, and a learning rate this run's config changes is
+applied on top of the reductions (config 0.01 -> 0.05 with the lr halved once: 0.025). Telling
+a changed config from a reduction needs the settings the earlier run's config built: every
+checkpoint holds them (this callback's state). A checkpoint without them keeps the restored
+learning rate, and one line says so.
 """
 
 from __future__ import annotations
@@ -48,11 +53,18 @@ class _Configured:
 class ScheduleOnResume(Callback):
     def __init__(self) -> None:
         self._configured: _Configured | None = None
+        self._earlier: list[list[dict[str, Any]]] | None = None  # the checkpoint's record
+
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer settings this run's config built (what a resume compares with)."""
+        if self._configured is None:
+            return {}
+        return {"param_groups": _settings(self._configured.param_groups)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._earlier = state_dict.get("param_groups")
 
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._configured = None
-        if trainer.ckpt_path is None:
-            return
         self._configured = _Configured(
             param_groups=[
                 [
@@ -68,8 +80,8 @@ class ScheduleOnResume(Callback):
         )
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        configured, self._configured = self._configured, None
-        if configured is None:
+        configured, earlier, self._earlier = self._configured, self._earlier, None
+        if configured is None or trainer.ckpt_path is None:
             return
         scheduled = {id(config.scheduler.optimizer) for config in trainer.lr_scheduler_configs}
         changes = []
@@ -77,7 +89,12 @@ class ScheduleOnResume(Callback):
             skip = _SCHEDULED if id(optimizer) in scheduled else ()
             changes += _apply_settings(optimizer, groups, skip)
         for config, state in zip(trainer.lr_scheduler_configs, configured.schedulers, strict=True):
-            groups = configured.param_groups[_index(trainer.optimizers, config.scheduler.optimizer)]
+            index = _index(trainer.optimizers, config.scheduler.optimizer)
+            groups = configured.param_groups[index]
+            if isinstance(config.scheduler, ReduceLROnPlateau):
+                previous = earlier[index] if earlier and index < len(earlier) else None
+                changes += _on_plateau(config.scheduler, groups, previous)
+                continue
             change = _rebuild(config.scheduler, state, groups, trainer.global_step)
             if change:
                 changes.append(change)
@@ -86,6 +103,51 @@ class ScheduleOnResume(Callback):
                 f"Resumed at step {trainer.global_step} with this run's settings: "
                 f"{'; '.join(changes)}."
             )
+
+
+def _settings(param_groups: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """The plain values of the settings (numbers, strings, tuples, tensors): what a checkpoint
+    loaded with ``weights_only=True`` holds."""
+    plain = (int, float, str, bool, tuple, torch.Tensor, type(None))
+    return [
+        [{k: v for k, v in group.items() if isinstance(v, plain)} for group in groups]
+        for groups in param_groups
+    ]
+
+
+def _on_plateau(
+    scheduler: ReduceLROnPlateau,
+    configured: list[dict[str, Any]],
+    earlier: list[dict[str, Any]] | None,
+) -> list[str]:
+    """A learning rate this run's config changed, applied on top of the plateau's
+    reductions so far (its state stays restored); one line each."""
+    optimizer, changes = scheduler.optimizer, []
+    name = type(optimizer).__name__
+    for index, (group, settings) in enumerate(zip(optimizer.param_groups, configured, strict=True)):
+        where = f"{name} lr" + (f" (group {index})" if len(configured) > 1 else "")
+        new, restored = settings.get("lr"), group["lr"]
+        old = earlier[index].get("lr") if earlier and index < len(earlier) else None
+        if old is None:  # no record: a change and a reduction look alike
+            if not _same(new, restored):
+                changes.append(
+                    f"{where}: ReduceLROnPlateau keeps the checkpoint's {restored!r}, not this "
+                    f"run's {new!r} (the checkpoint does not record the lr its run configured, "
+                    "so a reduction and a change cannot be told apart)"
+                )
+            continue
+        if _same(old, new) or not old:
+            continue
+        group["lr"] = restored * new / old
+        reduced = (
+            ""
+            if _same(restored, old)
+            else f" (after ReduceLROnPlateau's reductions so far: {group['lr']:.6g})"
+        )
+        changes.append(f"{where} {old!r} -> {new!r}{reduced}")
+    if changes:
+        scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+    return changes
 
 
 def _index(optimizers: list[Any], optimizer: Any) -> int:
@@ -123,8 +185,6 @@ def _rebuild(
 ) -> str | None:
     """Step this run's scheduler from step 0 to the restored one. Keep the restored state
     when that lands on the restored learning rates; else keep the rebuilt one and say so."""
-    if isinstance(scheduler, ReduceLROnPlateau):
-        return None
     optimizer = scheduler.optimizer
     restored = copy.deepcopy(scheduler.state_dict())
     restored_groups = [{k: g[k] for k in _SCHEDULED if k in g} for g in optimizer.param_groups]

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, RandomSampler
+from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from .batching import DeviceBatches
 
@@ -46,7 +46,7 @@ class EpochShuffleSampler(RandomSampler):
         self.epoch = epoch
 
     def epoch_seed(self) -> int:
-        return (self.seed * 1_000_003 + self.epoch) % (2**63)
+        return epoch_seed(self)
 
     def permutation(self) -> Tensor:
         """This epoch's order from ``start`` on, as a tensor (what ``__iter__`` yields)."""
@@ -60,6 +60,27 @@ class EpochShuffleSampler(RandomSampler):
 
     def __len__(self) -> int:
         return len(self.data_source)
+
+
+class EpochSequentialSampler(SequentialSampler):
+    """In order, as ``SequentialSampler``, but knowing its epoch (Lightning calls
+    ``set_epoch``), so the loader's worker seeds are a function of ``(seed, epoch)`` too. A
+    ``SequentialSampler`` subclass: under DDP Lightning replaces it as it replaces that one."""
+
+    def __init__(self, data_source: Sized, seed: int | None = None) -> None:
+        super().__init__(data_source)
+        self.seed = int(seed) if seed is not None else secrets.randbits(62)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+
+def epoch_seed(sampler: Any) -> int:
+    """A seed for epoch ``sampler.epoch`` of a sampler with a ``seed`` (ours, and Lightning's
+    ``DistributedSampler``); 0 and 0 for one without."""
+    seed, epoch = int(getattr(sampler, "seed", 0) or 0), int(getattr(sampler, "epoch", 0) or 0)
+    return (seed * 1_000_003 + epoch) % (2**63)
 
 
 class EpochPosition:
@@ -93,12 +114,13 @@ class EpochPosition:
 
     def state_dict(self, sampler: Any) -> dict[str, Any]:
         state: dict[str, Any] = {"epoch": self.epoch, "batches": self.batches}
-        if isinstance(sampler, EpochShuffleSampler):
+        if isinstance(sampler, (EpochShuffleSampler, EpochSequentialSampler)):
             state["seed"] = sampler.seed
         return state
 
     def load_state_dict(self, state: dict[str, Any], sampler: Any) -> None:
-        if isinstance(sampler, EpochShuffleSampler) and state.get("seed") is not None:
+        seeded = (EpochShuffleSampler, EpochSequentialSampler)
+        if isinstance(sampler, seeded) and state.get("seed") is not None:
             sampler.seed = int(state["seed"])
         self._resume = (state.get("epoch"), int(state.get("batches", 0)))
 
@@ -110,10 +132,19 @@ class ResumableDataLoader(DataLoader):
     ``load_state_dict()`` makes the next iteration of that same epoch skip them (in the
     sampler, so skipped batches are never loaded and never consume random numbers). The
     iterator is created lazily, at the first batch, after Lightning has called ``set_epoch``.
+
+    Creating a DataLoader's iterator draws a base seed for its workers from the loader's
+    ``generator``, or, without one (most code passes none), from the global torch RNG: on
+    resume that draw comes after the RNG states were restored (`callbacks/rng_state.py`), and
+    every random number the steps draw afterwards (dropout, noise) is shifted by one. So the
+    loader always has a generator of its own, seeded from ``(seed, epoch)`` at each epoch:
+    the global RNG is left alone, and worker seeds resume too.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if self.generator is None:
+            self.generator = torch.Generator()
         self._position = EpochPosition()
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
@@ -121,10 +152,10 @@ class ResumableDataLoader(DataLoader):
 
     def _iterate(self) -> Iterator[Any]:
         skip = self._position.start(self.sampler, len(self))
+        if self.generator is not None:  # worker seeds: a function of (seed, epoch) too
+            self.generator.manual_seed(epoch_seed(self.sampler))
         if isinstance(self.sampler, EpochShuffleSampler):
             self.sampler.start = skip * (self.batch_size or 1)
-            if self.generator is not None:  # worker seeds: a function of (seed, epoch) too
-                self.generator.manual_seed(self.sampler.epoch_seed())
             discard = 0
         else:
             discard = skip  # e.g. Lightning's DistributedSampler: skip by loading and dropping

@@ -127,7 +127,9 @@ def _limit(value: Any) -> int | None:
 def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     """The checkpoint is readable and holds weights of exactly this model's shapes.
 
-    Returns the checkpoint's training progress (``epoch``, ``global_step``, ``epochs_done``).
+    Returns the checkpoint's training progress: ``epoch``, ``global_step``, ``epochs_done``
+    and ``logger_step``, the first step at which the resumed run logs (loggers count batches,
+    ``global_step`` optimizer steps; see `logger_step`).
     """
     checkpoint = read_checkpoint(ckpt_path)
     weights = checkpoint["state_dict"]
@@ -138,12 +140,16 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
         for k, v in expected.items()
         if k in weights and tuple(weights[k].shape) != tuple(v.shape)
     ]
+    from lightning.pytorch.utilities.model_helpers import is_overridden
     from torchmetrics import Metric  # metric states are optional in a checkpoint
 
     metrics = tuple(f"{n}." for n, m in model.named_modules() if isinstance(m, Metric))
-    problems += [
-        f"unexpected {k}" for k in weights if k not in expected and not k.startswith(metrics)
-    ]
+    # A module that makes layers in `configure_model` has them only once a fit or a load
+    # has called it: their weights are not unexpected yet.
+    if not is_overridden("configure_model", model):
+        problems += [
+            f"unexpected {k}" for k in weights if k not in expected and not k.startswith(metrics)
+        ]
     if problems:
         saved_net = checkpoint.get("hyper_parameters", {}).get("net")
         hint = f" The checkpoint's network is {saved_net}." if saved_net else ""
@@ -154,4 +160,24 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
             "`resume=<its run dir>`, which reloads that run's config."
         )
     progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
-    return {**progress, "epochs_done": epochs_done(checkpoint)}
+    return {
+        **progress,
+        "epochs_done": epochs_done(checkpoint),
+        "logger_step": logger_step(checkpoint),
+    }
+
+
+def logger_step(checkpoint: dict[str, Any]) -> int:
+    """The step at which a run resumed from ``checkpoint`` logs its first row: the loggers'
+    count of batches (``_batches_that_stepped``; a GAN's ``global_step`` counts two optimizer
+    steps a batch, accumulation one every N). A checkpoint saved at the end of a training
+    batch holds the count before that batch (whose row is logged after the save, at that
+    count), and Lightning adds the batch when it resumes; one saved at an epoch's end holds it
+    whole (the rows logged after it, a test's, are logged again)."""
+    loops = checkpoint.get("loops", {}).get("fit_loop", {})
+    count = loops.get("epoch_loop.state_dict", {}).get("_batches_that_stepped")
+    if count is None:
+        return int(checkpoint.get("global_step") or 0)
+    total = loops.get("epoch_loop.batch_progress", {}).get("total", {})
+    at_batch_end = total.get("completed", 0) == total.get("processed", 0) - 1
+    return int(count) + (1 if at_batch_end else 0)

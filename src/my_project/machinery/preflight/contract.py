@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 # The data module's optional hook: keyword arguments it offers the model's constructor.
 MODEL_KWARGS_HOOK = "model_kwargs"
+# Parameters that take a keyword argument (not `*args`, `**kwargs`).
+_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
 def model_class(target: str) -> type[LightningModule]:
@@ -89,9 +91,73 @@ def offered_model_kwargs(datamodule: Any) -> dict[str, Any]:
 
 def constructor_parameters(cls: type) -> dict[str, inspect.Parameter]:
     """The named parameters of ``cls.__init__`` (not ``self``, ``*args`` or ``**kwargs``)."""
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     parameters = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
-    return {n: p for n, p in list(parameters.items())[1:] if p.kind in kinds}
+    return {n: p for n, p in list(parameters.items())[1:] if p.kind in _NAMED}
+
+
+def forwarded_parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """The named parameters of the parents' ``__init__`` that ``cls.__init__`` passes its
+    ``**kwargs`` on to: a subclass written ``def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)`` names none itself, yet its parent's arguments reach
+    the parent through it. Followed up the MRO while each ``__init__`` takes ``**kwargs``,
+    up to Lightning's and torch's own classes."""
+    found: dict[str, inspect.Parameter] = {}
+    forwards = False
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        if init is None:
+            continue
+        if klass.__module__.split(".")[0] in ("lightning", "pytorch_lightning", "torch"):
+            break
+        parameters = list(inspect.signature(init).parameters.values())[1:]
+        if forwards:
+            found.update(
+                {p.name: p for p in parameters if p.kind in _NAMED and p.name not in found}
+            )
+        forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+        if not forwards:
+            break
+    return {n: p for n, p in found.items() if n not in constructor_parameters(cls)}
+
+
+def arguments_from_data(cls: type, given: Iterable[str], offered: Mapping[str, Any]) -> dict:
+    """What of the data's offer the model gets: the arguments its ``__init__`` names, or
+    passes on to a parent through ``**kwargs``, that its config leaves unset."""
+    wanted = {**constructor_parameters(cls), **forwarded_parameters(cls)}
+    return {k: v for k, v in offered.items() if k in wanted and k not in set(given)}
+
+
+def instantiate_model(model_cfg: Any, cls: type, extra: Mapping[str, Any], data_name: str) -> Any:
+    """``instantiate(model_cfg, **extra)``, where a parent's argument the subclass sets itself
+    (``super().__init__(num_classes=2, **kwargs)``) is not passed twice, and a parent's
+    required argument nobody gave is one paragraph (the check before sees only the
+    subclass's own parameters)."""
+    import re
+
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    extra = dict(extra)
+    while True:
+        try:
+            return instantiate(model_cfg, **extra, _convert_="all")
+        except InstantiationException as error:
+            cause = error.__cause__
+            message = str(cause) if isinstance(cause, TypeError) else ""
+            twice = re.search(r"got multiple values for (?:keyword )?argument '(\w+)'", message)
+            if twice and twice[1] in extra and twice[1] in forwarded_parameters(cls):
+                del extra[twice[1]]  # the subclass sets it: the data's offer is not for it
+                continue
+            missing = re.findall(r"'(\w+)'", message) if "required" in message else []
+            if not missing:
+                raise
+            raise UserError(
+                f"{cls.__name__} needs {', '.join(f'`{n}`' for n in missing)} (an argument of "
+                f"a parent class it passes its **kwargs to), which neither its config nor the "
+                f"data ({data_name}) give. Set it in configs/model (e.g. `model.{missing[0]}=...`"
+                f" on the command line), or return it from the data module's "
+                f"`{MODEL_KWARGS_HOOK}()`."
+            ) from error
 
 
 def check_model_arguments(

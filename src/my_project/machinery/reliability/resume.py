@@ -145,7 +145,10 @@ def keep_csv_history(loggers: list[Any], resumed_step: int) -> None:
 
     Lightning's CSV logger deletes an existing metrics.csv when it starts. When resuming in
     the same directory, the rows logged before the checkpoint's step are handed to the new
-    writer (rows after it are logged again by the resumed run). Only the process of rank 0
+    writer (rows after it are logged again by the resumed run). ``resumed_step`` is the
+    loggers' own step at the checkpoint (Lightning's count of batches,
+    ``_batches_that_stepped``), which the rows' ``step`` column holds: ``global_step`` counts
+    optimizer steps (two a batch for a GAN, one every N batches with accumulation). Only the process of rank 0
     writes the file; in the others the logger's writer is a stand-in that takes nothing.
     """
     from lightning.pytorch.loggers import CSVLogger

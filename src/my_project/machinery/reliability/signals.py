@@ -25,6 +25,7 @@ succeeded); Ctrl-C raises ``KeyboardInterrupt`` wherever the program is and exit
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -112,19 +113,15 @@ def stoppable(trainer: Trainer) -> Iterator[None]:
     by every process at the same step (:class:`StopTogether`)."""
     connector = trainer._signal_connector  # Lightning 2.x: what registers its SIGTERM handler
     register = connector.register_signal_handlers
-
-    def register_without_sigterm() -> None:
-        register()  # Lightning's other handlers (SLURM's requeue signal) stay
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _handle)
-
-    connector.register_signal_handlers = register_without_sigterm  # type: ignore[method-assign]
+    # Module-level functions (a partial of one), not closures or lambdas: the spawn launchers
+    # (`ddp_spawn`) pickle the Trainer, these attributes included.
+    connector.register_signal_handlers = functools.partial(_register_without_sigterm, register)  # type: ignore[method-assign]
     # Lightning 2.6 also broadcasts rank 0's stop flag before every batch under DDP (a
     # collective and a host sync per step); StopTogether's all-reduce decides instead, and the
     # flag is only ever set on every process at once, so that broadcast is left out.
     epoch_loop = trainer.fit_loop.epoch_loop
     if hasattr(epoch_loop, "_broadcast_sigterm_tensor"):
-        epoch_loop._broadcast_sigterm_tensor = lambda: None  # type: ignore[method-assign]
+        epoch_loop._broadcast_sigterm_tensor = _no_broadcast  # type: ignore[method-assign]
     callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]
     if not any(isinstance(cb, StopTogether) for cb in callbacks):
         callbacks.append(StopTogether())
@@ -140,6 +137,17 @@ def stoppable(trainer: Trainer) -> Iterator[None]:
         connector.register_signal_handlers = register  # type: ignore[method-assign]
         if "_broadcast_sigterm_tensor" in vars(epoch_loop):
             del epoch_loop._broadcast_sigterm_tensor
+
+
+def _register_without_sigterm(register: Any) -> None:
+    """Lightning's ``register_signal_handlers``, then ours for SIGTERM."""
+    register()  # Lightning's other handlers (SLURM's requeue signal) stay
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _handle)
+
+
+def _no_broadcast() -> None:
+    """In place of Lightning's per-batch broadcast of rank 0's stop flag (see `stoppable`)."""
 
 
 class StopTogether(Callback):

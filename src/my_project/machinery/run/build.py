@@ -105,10 +105,9 @@ def model_for_data(cfg: DictConfig, datamodule: Any) -> Any:
     """The LightningModule of ``cfg.model``, given what it asks of the data.
 
     Its config's values come first; of what the data module's ``model_kwargs()`` hook offers,
-    the model gets the arguments its ``__init__`` names and its config leaves unset
-    (`preflight/contract.py`).
+    the model gets the arguments its ``__init__`` names (or passes on to its parent's through
+    ``**kwargs``) and its config leaves unset (`preflight/contract.py`).
     """
-    from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
     from ..preflight import contract
@@ -120,10 +119,10 @@ def model_for_data(cfg: DictConfig, datamodule: Any) -> Any:
         if not str(key).startswith("_") and not OmegaConf.is_missing(cfg.model, key)
     }
     offered = contract.offered_model_kwargs(datamodule)
-    wanted = contract.constructor_parameters(cls)
-    extra = {k: v for k, v in offered.items() if k in wanted and k not in given}
-    contract.check_model_arguments(cls, given, offered, type(datamodule).__name__)
-    return instantiate(cfg.model, **extra, _convert_="all")
+    extra = contract.arguments_from_data(cls, given, offered)
+    data_name = type(datamodule).__name__
+    contract.check_model_arguments(cls, given, offered, data_name)
+    return contract.instantiate_model(cfg.model, cls, extra, data_name)
 
 
 def data_name(cfg: DictConfig) -> str:

@@ -40,6 +40,7 @@ from ..reliability.disk_full import disk_full_error
 from ..reliability.run_dir import register_resolvers
 from ..reliability.secrets import mask_stderr, protect_run_secrets
 from .hydra_errors import check_yaml_files, hydra_errors_as_user_errors, report, user_error_in
+from .trainer_arguments import with_trainer_arguments
 
 
 def register() -> None:
@@ -89,6 +90,7 @@ def main(
     register_resolvers()  # before Hydra resolves the run directory
     with exit_on_user_error():
         args = list(sys.argv[1:]) if argv is None else argv(sys.argv[1:])
+        args = with_trainer_arguments(args)  # `trainer.<any Trainer argument>=...`, no `+`
         check_command_line(args)
     sys.argv[1:] = args
     with hydra_errors_as_user_errors():

@@ -47,8 +47,9 @@ def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any
     with stops_cleanly(job, metrics):
         if fit:
             job.trainer.callbacks.append(MonitoredMetricIsLogged())
-            if job.ckpt_path:
-                job.trainer.callbacks.append(ScheduleOnResume())
+            # In every run: its checkpoints record the settings its config built, which a
+            # resume compares with (ReduceLROnPlateau); on resume it applies this run's.
+            job.trainer.callbacks.append(ScheduleOnResume())
             with signals.stoppable(job.trainer):
                 job.trainer.fit(job.model, datamodule=job.datamodule, ckpt_path=job.ckpt_path)
             metrics.update(earlier_metrics(job))

@@ -150,6 +150,9 @@ def as_user_error(error: Exception) -> UserError | None:
     yaml_error = next((e for e in _chain(error) if isinstance(e, yaml.YAMLError)), None)
     if yaml_error is not None:
         return UserError(describe_yaml_error(yaml_error))
+    unknown_key = _not_in_struct(error, script)
+    if unknown_key is not None:
+        return UserError(unknown_key)
     if isinstance(error, (HydraException, OmegaConfBaseException)):
         message = _one_paragraph(str(error))
         cause = error.__cause__
@@ -165,6 +168,40 @@ def as_user_error(error: Exception) -> UserError | None:
             "write to, e.g. `paths.log_dir=logs` or `hydra.run.dir=logs/train/runs/mine`."
         )
     return None
+
+
+def _not_in_struct(error: Exception, script: str) -> str | None:
+    """An override of a key the config does not have (``trainer.max_epoch=3``,
+    ``model.lrr=0.1``): the closest keys there, and for the trainer its arguments. Hydra's own
+    advice, ``+key=...``, adds the key, which for a typo is never what was meant (the Trainer
+    or the model then fails on an argument it does not take)."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    cause = error.__cause__
+    if not isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
+        return None
+    if "not in struct" not in str(cause) or getattr(cause, "parent_node", None) is None:
+        return None
+    full_key, key = str(cause.full_key), str(cause.key)
+    parent = full_key[: -len(key) - 1] if full_key.endswith("." + key) else ""
+    if not parent and _close_group(f"Could not override '{key}'"):
+        return None  # a misspelt config group (`expriment=...`): said below
+    names = [str(k) for k in cause.parent_node if not str(k).startswith("_")]
+    where = f"under `{parent}`" if parent else "at the top"
+    added = f" To add a new key, write `+{full_key}=...`."
+    if parent == "trainer":
+        from .trainer_arguments import trainer_parameters
+
+        names = sorted(set(names) | trainer_parameters())
+        where = "under `trainer`, and `lightning.Trainer` takes no such argument"
+        added = ""
+    close = difflib.get_close_matches(key, names, n=3)
+    dotted = [f"`{parent}.{name}`" if parent else f"`{name}`" for name in close]
+    hint = f" Did you mean {' or '.join(dotted)}?" if close else ""
+    return (
+        f"`{full_key}`: the config has no key `{key}` {where}.{hint}{added} "
+        f"{HELP_HINT.format(script=script)}"
+    )
 
 
 def _missing_option(error: Any, script: str) -> str:

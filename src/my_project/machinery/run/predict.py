@@ -10,7 +10,8 @@ directory. The model is rebuilt from the checkpoint alone, as in eval.py, for an
 
 What comes back, a tensor or a dict of tensors a batch, becomes columns: one column for one
 value a sample (``prediction``, or the dict's key), ``<name>_<k>`` for several (``output_k``
-for a bare tensor). A split also writes its ``target``.
+for a bare tensor). A split also writes its ``target``. One value a sample against 0/1
+targets is a binary classifier's: its class and ``prob``, the probability of class 1.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def predict(cfg: DictConfig) -> Path:
         batches = NpyBatches(cfg.input_path, model, int(cfg.batch_size))
         source = str(cfg.input_path)
     else:
-        batches = SplitBatches(split_loader(cfg, model), model)
+        batches = SplitBatches(split_loader(cfg, model), model, str(cfg.split))
         source = f"the {cfg.split} split"
     trainer = build.build_trainer(cfg, callbacks=[], loggers=[], enable_checkpointing=False)
     if trainer.world_size > 1:
@@ -69,6 +70,7 @@ def predict(cfg: DictConfig) -> Path:
     outputs = run_on(trainer, model, batches)  # run
     columns = prediction_columns(outputs or [])  # record what came out
     targets = batches.targets()
+    columns, targets = as_binary_classes(columns, targets)
     path = write_predictions(columns, output_path, targets)
     count = len(next(iter(columns.values())))
     print(f"Wrote {count} predictions for {source} to {path}{score(columns, targets)}")
@@ -92,21 +94,34 @@ def output_file(output_dir: Path, name: Any) -> Path:
 
 
 def run_on(trainer: Any, model: Any, batches: SplitBatches | NpyBatches) -> Any:
-    """``trainer.predict``; inputs of a file the model cannot take are a UserError.
+    """``trainer.predict``; inputs the model cannot take are a UserError.
 
     A model without an ``in_shape`` hyperparameter cannot have its file checked beforehand;
     torch's error (``mat1 and mat2 shapes cannot be multiplied``) then says what was wrong.
+    A module without ``predict_step`` gets each batch's inputs through ``forward``, which not
+    every module's ``forward`` takes (a GAN's generator takes noise): it needs a
+    ``predict_step`` of its own.
     """
     try:
         return trainer.predict(model, dataloaders=batches)
-    except (RuntimeError, TypeError, ValueError) as error:
-        if not isinstance(batches, NpyBatches):
+    except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as error:
+        what = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        name = type(model).__name__
+        if isinstance(batches, NpyBatches):
+            shape = tuple(batches.inputs.shape)
+            raise UserError(
+                f"{name} cannot take the inputs of input_path={batches.path}, shaped {shape} "
+                f"({what}). Save inputs shaped like one batch of its training data, (N, ...) "
+                "with N inputs."
+            ) from error
+        if batches.whole_batches:
             raise
-        shape = tuple(batches.inputs.shape)
         raise UserError(
-            f"{type(model).__name__} cannot take the inputs of input_path={batches.path}, "
-            f"shaped {shape} ({type(error).__name__}: {str(error).splitlines()[0][:200]}). "
-            "Save inputs shaped like one batch of its training data, (N, ...) with N inputs."
+            f"{name} has no predict_step, and its forward cannot take the inputs of the "
+            f"{batches.split} split's batches ({what}): predict.py calls `forward(inputs)` on "
+            "each batch's inputs (its first element) for such a module. Give the module a "
+            "`predict_step(self, batch, batch_idx)` returning what to predict for a batch, a "
+            "tensor or a dict of tensors."
         ) from error
 
 
@@ -152,8 +167,8 @@ def _own_predict_step(model: Any) -> bool:
 class SplitBatches:
     """A split's batches as the model takes them, keeping each batch's targets on the side."""
 
-    def __init__(self, loader: Any, model: Any) -> None:
-        self.loader = loader
+    def __init__(self, loader: Any, model: Any, split: str = "test") -> None:
+        self.loader, self.split = loader, split
         self.whole_batches = _own_predict_step(model)
         self._targets: list[Any] = []
 
@@ -296,6 +311,23 @@ def prediction_columns(outputs: Sequence[Any]) -> dict[str, torch.Tensor]:
             for k in range(values.shape[1]):
                 columns[f"{key or 'output'}_{k}"] = values[:, k]
     return columns
+
+
+def as_binary_classes(
+    columns: dict[str, torch.Tensor], targets: torch.Tensor | None
+) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+    """A binary classifier's one output a sample (a logit, or a probability) against 0/1
+    labels, as its class and the probability of class 1 (`tasks.py`); anything else as it
+    is. A file of inputs has no labels: its outputs stay as the model returned them."""
+    from ..tasks import binary_probabilities
+
+    if list(columns) != ["prediction"] or targets is None:
+        return columns, targets
+    probabilities = binary_probabilities(columns["prediction"], targets)
+    if probabilities is None:
+        return columns, targets
+    classes = (probabilities > 0.5).long()
+    return {"prediction": classes, "prob": probabilities}, targets.long()
 
 
 def _rows(tensor: Any) -> torch.Tensor:

@@ -45,7 +45,7 @@ def start(job: Job, save_config: bool = True) -> None:
     if job.resumed.get("global_step"):
         from ..reliability.resume import keep_csv_history
 
-        keep_csv_history(job.loggers, job.resumed["global_step"])
+        keep_csv_history(job.loggers, job.resumed["logger_step"])
     if is_rank_zero():  # the Trainer knows its rank only once it runs
         job.output_dir.mkdir(parents=True, exist_ok=True)
         print_config_tree(job.config, save_to=job.output_dir / "config_tree.log")

@@ -15,8 +15,10 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """Fit, then test the best checkpoint; return (and write) the final metrics."""
     from .. import preflight
     from . import build, execute, record
+    from .direct_call import job_config
 
     entry.register()
+    cfg = job_config(cfg)  # called directly (a notebook, a test): as Hydra would run it
     ckpt_path = preflight.check_config(cfg)  # check: nothing is written before this passes
     job = build.training_job(cfg, ckpt_path)  # build: data, model, callbacks, loggers, Trainer
     record.start(job)  # record what runs

@@ -25,10 +25,12 @@ devices) build this class. Outside a Hydra run, or when processes are created ex
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -48,7 +50,8 @@ from .samplers import EXACT_MEAN, unpadded
 
 # Seconds the processes of a run have to meet (see the module docstring).
 RENDEZVOUS_TIMEOUT_S = 120.0
-
+# torch's message when DDP finds parameters a loss did not use (Lightning rewords it later).
+_UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
 _PADDING_WARNING = (
     r"Using `DistributedSampler` with the dataloaders\. During `trainer\.(test|validate)"
 )
@@ -215,6 +218,26 @@ class _HydraJobLauncher(_SubprocessScriptLauncher):
         _launched.procs = self.procs
 
 
+@contextlib.contextmanager
+def _unused_parameters_explained(strategy: DDPStrategy) -> Iterator[None]:
+    """DDP's failure on parameters a loss did not use (a GAN toggling its two optimizers) as
+    one paragraph saying what to run with, instead of a traceback from the backward pass or
+    the next forward (torch's message; Lightning adds its advice only after)."""
+    try:
+        yield
+    except RuntimeError as error:
+        if _UNUSED_PARAMETERS not in str(error):
+            raise
+        raise UserError(
+            f"{type(strategy.lightning_module).__name__} has parameters that its loss does not "
+            "use in a step (e.g. a GAN toggling its generator's and discriminator's "
+            "optimizers), which DDP must be told of: run with "
+            "`trainer.strategy=ddp_find_unused_parameters_true` (a little slower), or let "
+            "every parameter take part in each loss.",
+            every_rank=True,
+        ) from error
+
+
 class HydraDDPStrategy(DDPStrategy):
     """Lightning's DDPStrategy with a Hydra-aware launcher for its `popen` start method,
     evaluation loaders that see each sample once (`samplers.unpadded`), and a rendezvous
@@ -285,6 +308,14 @@ class HydraDDPStrategy(DDPStrategy):
             EXACT_MEAN.exit()
             self._exact_mean = False
         super().teardown()
+
+    def pre_backward(self, closure_loss: torch.Tensor) -> None:
+        with _unused_parameters_explained(self):
+            super().pre_backward(closure_loss)
+
+    def training_step(self, *args: Any, **kwargs: Any) -> Any:
+        with _unused_parameters_explained(self):
+            return super().training_step(*args, **kwargs)
 
     def process_dataloader(self, dataloader: object) -> object:
         dataloader = super().process_dataloader(dataloader)

@@ -4,9 +4,11 @@ Called by every entry point (`run/entry.py`), never on import: importing a model
 strategy module changes nothing global.
 
 - ``dp``: :class:`~.dp.DataParallelStrategy` (Lightning 2 removed its own);
-- every ``ddp`` name that starts processes by re-running the script (``ddp``,
-  ``ddp_find_unused_parameters_*``; and so ``auto`` with several devices):
-  :class:`~.ddp.HydraDDPStrategy`, the same strategy with a launcher that works under Hydra.
+- every ``ddp`` name of Lightning's DDPStrategy (``ddp``, ``ddp_find_unused_parameters_*``,
+  and so ``auto`` with several devices; ``ddp_spawn``, ``ddp_fork``...):
+  :class:`~.ddp.HydraDDPStrategy`, the same strategy with evaluation loaders that see each
+  sample once, and, for those that start processes by re-running the script, a launcher
+  that works under Hydra (the spawn and fork names keep Lightning's own launcher).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def register_strategies() -> None:
     for name in list(StrategyRegistry.available_strategies()):
         entry = StrategyRegistry[name]
         params = dict(entry["init_params"])
-        if entry["strategy"] is DDPStrategy and params.get("start_method", "popen") == "popen":
+        if entry["strategy"] is DDPStrategy:
             StrategyRegistry.register(
                 name,
                 HydraDDPStrategy,

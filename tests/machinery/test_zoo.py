@@ -1,0 +1,235 @@
+"""Every promise of "Bring your own model and data", across the module patterns of the
+Lightning docs: the zoo of `tests/machinery/zoo/` (two validation loaders, dropout and noise,
+a GAN with two optimizers, ReduceLROnPlateau, a one-logit binary classifier, an autoencoder
+on bare tensors, padded dict batches, a Metric of its own with sync_dist, a subclass
+forwarding **kwargs, configure_model, manual gradient accumulation).
+
+The lean tier: every module trains once in one process (one `-m` sweep, one process), and
+eval.py and predict.py read those runs; DDP, dp, kill -9 and resume, and ddp_spawn run on the
+modules where each was broken. Every module in every mode (dp too) is test_zoo_soak.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from my_project.machinery.errors import UserError
+
+from .helpers import ON_CPU, SEARCH_MACHINERY_CONFIGS, compose_config, read_metrics, run_entry
+from .zoo_contract import (
+    SPAWN,
+    TIMEOUT,
+    ZOO,
+    assert_same_run,
+    best_checkpoint,
+    checkpoint,
+    history,
+    kill_9_and_resume,
+    sweep,
+    train_zoo,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def zoo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every module of the zoo, trained once in one process: `python train.py -m
+    experiment=zoo_a,zoo_b,...` (the reference run of every check below)."""
+    return train_zoo(tmp_path_factory.mktemp("zoo") / "one", list(ZOO))
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_every_module_trains_and_plots_what_it_logs(zoo_runs: dict[str, Path], name: str) -> None:
+    run, expected = zoo_runs[name], ZOO[name]
+    metrics = read_metrics(run)
+    assert math.isfinite(metrics[expected.test_metric]), metrics
+    assert json.loads((run / "run_info.json").read_text())["world_size"] == 1
+    assert (run / "learning_curves.png").stat().st_size > 10_000
+    rows = history(run)
+    assert [row["epoch"] for row in rows] == [0, 1]
+    for row in rows:  # every value it logs in training or validation, every epoch
+        assert set(row) - {"epoch"} == expected.curves, row
+    plots = {"confusion_matrix.png", "predictions.png"}
+    assert {p.name for p in run.iterdir() if p.name in plots} == (
+        {expected.task_plot} if expected.task_plot else set()
+    )
+
+
+def test_a_per_step_loss_is_plotted_as_its_epoch_mean_not_its_last_step(
+    zoo_runs: dict[str, Path],
+) -> None:
+    """The GAN logs g_loss on every step only; metrics.json and the CSV keep the last step's
+    value, the learning curve each epoch's mean."""
+    run = zoo_runs["gan"]
+    last_step = read_metrics(run)["g_loss"]
+    assert history(run)[-1]["train/g_loss"] != last_step
+
+
+def test_two_validation_loaders_pick_the_best_checkpoint_by_the_first(
+    zoo_runs: dict[str, Path],
+) -> None:
+    run = zoo_runs["two_val_loaders"]
+    best = checkpoint(run, best_checkpoint(run).name)
+    (state,) = (v for k, v in best["callbacks"].items() if k.startswith("ModelCheckpoint"))
+    assert state["monitor"] == "val_acc/dataloader_idx_0"
+    scores = [row["val_acc/dataloader_idx_0"] for row in history(run)]
+    assert float(state["best_model_score"]) == pytest.approx(max(scores))
+
+
+def test_eval_as_the_readme_writes_it_gives_each_modules_test_metric(
+    zoo_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """`python eval.py ckpt_path=<best>`: no model=, data=, nor search path (swept over the
+    modules' checkpoints: one process). The same test metric as the training run's test
+    (the GAN's test draws noise: close)."""
+    names = list(ZOO)
+    jobs = sweep(
+        "eval",
+        tmp_path,
+        {"ckpt_path": [str(best_checkpoint(zoo_runs[n])) for n in names]},
+        "logger=none",
+    )
+    for name, job in zip(names, jobs, strict=True):
+        metric = ZOO[name].test_metric
+        evaluated, trained = read_metrics(job)[metric], read_metrics(zoo_runs[name])[metric]
+        if ZOO[name].random_test:
+            assert math.isfinite(evaluated) and evaluated == pytest.approx(trained, rel=0.2)
+        else:
+            assert evaluated == trained, name
+
+
+def test_predict_as_the_readme_writes_it_writes_each_modules_outputs(
+    zoo_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    names = [n for n in ZOO if ZOO[n].predict_header is not None]
+    jobs = sweep(
+        "predict", tmp_path, {"ckpt_path": [str(best_checkpoint(zoo_runs[n])) for n in names]}
+    )
+    for name, job in zip(names, jobs, strict=True):
+        header, *rows = (job / "predictions.csv").read_text().splitlines()
+        assert header == ZOO[name].predict_header, name
+        assert len(rows) == 23, name  # the test split, each sample once
+    binary = (jobs[names.index("binary")] / "predictions.csv").read_text().splitlines()[1:]
+    for row in binary:  # class and probability of class 1, against 0/1 labels
+        _, target, prediction, prob = row.split(",")
+        assert target in "01" and prediction == str(int(float(prob) > 0.5))
+
+
+def test_predict_names_what_a_module_whose_forward_takes_no_inputs_needs(
+    zoo_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A GAN's forward takes noise, not the data's batches: one Error naming predict_step
+    (in this process: `predict` is what predict.py runs)."""
+    from my_project.machinery.run.predict import predict
+
+    checkpoint = best_checkpoint(zoo_runs["gan"])
+    team = [SEARCH_MACHINERY_CONFIGS, "model=zoo_gan", "data=zoo_gan"]  # composed by code
+    cfg = compose_config([*team, f"ckpt_path={checkpoint}"], tmp_path, "predict")
+    with pytest.raises(UserError, match=r"GAN has no predict_step, and its forward cannot take"):
+        predict(cfg)
+    assert not (tmp_path / "predictions.csv").exists()
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The modules where DDP broke, is not exact, or did not resume exactly, trained in 2
+    processes (one sweep)."""
+    names = ["two_val_loaders", "metric_sum", "dropout_noise"]
+    return train_zoo(tmp_path_factory.mktemp("zoo") / "ddp", names, processes=2)
+
+
+def test_ddp_runs_with_several_validation_loaders(ddp_runs: dict[str, Path]) -> None:
+    run = ddp_runs["two_val_loaders"]
+    assert json.loads((run / "run_info.json").read_text())["world_size"] == 2
+    assert {"val_acc/dataloader_idx_0", "val_acc/dataloader_idx_1"} <= set(read_metrics(run))
+
+
+def test_ddp_test_metrics_against_one_process_exact_or_within_float_rounding(
+    ddp_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The DDP run's test metrics against a one-process eval of its best checkpoint: counts
+    (accuracy) bit-equal; float sums (the module's own Metric with a `sum` state,
+    `self.log(..., sync_dist=True)`) equal to float32 rounding (measured: up to 2e-7
+    relative; bound 1e-6); a value logged without sync_dist is rank 0's, not the set's."""
+    names = ["two_val_loaders", "metric_sum"]
+    jobs = sweep(
+        "eval",
+        tmp_path,
+        {"ckpt_path": [str(best_checkpoint(ddp_runs[n])) for n in names]},
+        "logger=none",
+    )
+    single = {name: read_metrics(job) for name, job in zip(names, jobs, strict=True)}
+    ddp = {name: read_metrics(ddp_runs[name]) for name in names}
+    assert single["two_val_loaders"]["test_acc"] == ddp["two_val_loaders"]["test_acc"]
+    for metric in ("test_mae", "test_loss"):
+        one, two = single["metric_sum"][metric], ddp["metric_sum"][metric]
+        assert abs(one - two) <= 1e-6 * abs(one), (metric, one, two)
+    unsynced = ddp["metric_sum"]["test_loss_unsynced"]
+    assert abs(unsynced - single["metric_sum"]["test_loss"]) > 1e-4  # one rank's 12 samples
+
+
+@pytest.mark.parametrize("name", ["dropout_noise", "accumulate"])
+def test_kill_9_and_resume_in_one_process_ends_bit_identical(
+    zoo_runs: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    """dropout_noise draws random numbers in its step (dropout, torch.randn) from a DataLoader
+    without a generator; accumulate counts one optimizer step every two batches (the CSV's
+    step is the loggers' own)."""
+    run = tmp_path / "run"
+    every, saved = kill_9_and_resume(name, run)
+    assert saved["global_step"] % every == 0 and saved["epoch"] == 1
+    assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] > 0
+    assert_same_run(run, zoo_runs[name])
+
+
+def test_kill_9_and_resume_in_two_processes_ends_bit_identical(
+    ddp_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Dropout and noise under DDP, its monitor logged without sync_dist: each process gets
+    its own RNG and callback states back (rank 0's best-checkpoint state on both chose
+    another best checkpoint)."""
+    run = tmp_path / "run"
+    kill_9_and_resume("dropout_noise", run, processes=2)
+    assert_same_run(run, ddp_runs["dropout_noise"])
+
+
+def test_ddp_spawn_runs_with_exact_test_metrics(tmp_path: Path) -> None:
+    """`trainer.strategy=ddp_spawn` pickles the Trainer for its processes: a single run, with
+    exact test metrics (each test sample once: a one-process eval agrees). In a `-m` sweep:
+    test_zoo_soak.py."""
+    common = [*ON_CPU, *SPAWN]
+    result = run_entry("train", *common, f"hydra.run.dir={tmp_path / 'alone'}", timeout=TIMEOUT)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    alone = read_metrics(tmp_path / "alone")
+    assert json.loads((tmp_path / "alone" / "run_info.json").read_text())["world_size"] == 2
+    from my_project.machinery.run.evaluate import evaluate
+
+    team = [SEARCH_MACHINERY_CONFIGS, "model=zoo_binary", "data=zoo_binary", "logger=none"]
+    ckpt = f"ckpt_path={best_checkpoint(tmp_path / 'alone')}"
+    single = evaluate(compose_config([*team, ckpt], tmp_path / "eval", "eval"))
+    assert single["test_acc"] == alone["test_acc"]
+
+
+@pytest.mark.parametrize("name", ["gan", "accumulate", "plateau", "configure_model"])
+def test_the_benchmark_times_modules_that_ask_more_of_their_loop(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m ...bench --workload none experiment=...` (in this process): the hand-written
+    loop lets a manually optimizing module's step drive its optimizers (two a batch for the
+    GAN), answers `self.optimizers()` (plateau logs its lr), and has configure_model's layers."""
+    from my_project.machinery.bench import main
+
+    main(
+        [
+            "--workload", "none", SEARCH_MACHINERY_CONFIGS, f"experiment=zoo_{name}",
+            "--steps", "6", "--warmup", "2", "--repeats", "1", "--out", str(tmp_path),
+        ]
+    )  # fmt: skip
+    result = json.loads((tmp_path / "bench_custom_cpu.json").read_text())
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"ratio {result['ratio']:.3f}"
+    assert all(method["median"] > 0 for method in result["methods"].values())

@@ -1,0 +1,177 @@
+"""The zoo's whole cross-product: every module of `tests/machinery/zoo/` in every mode, where
+test_zoo.py runs each mode once, on the module it was broken for.
+
+Every module: trained in 2 processes (DDP) with its test metrics against a one-process eval
+of the same checkpoint; trained with `trainer.strategy=dp` (bit-equal to one process on a
+CPU); `python eval.py ckpt_path=...` and `python predict.py ckpt_path=...` exactly as the
+README writes them, one process each; kill -9 mid-epoch and `resume=`, bit-identical, in one
+and in two processes; the benchmark. And ddp_spawn in a 2-job sweep with its tests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from .helpers import ON_CPU, read_metrics, run_entry
+from .zoo_contract import (
+    SEEDED,
+    SPAWN,
+    TIMEOUT,
+    ZOO,
+    assert_same_run,
+    best_checkpoint,
+    kill_9_and_resume,
+    sweep,
+    sweep_key,
+    train_zoo,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.soak]
+# Bound on the relative difference of a float-sum metric (the zoo's own Metric with a `sum`
+# state, `self.log(..., sync_dist=True)`) between 2 processes and one: float32 rounding of
+# sums taken in another order (measured up to 2e-7).
+FLOAT_SUM_BOUND = 1e-6
+
+
+def by_setting(names: list[str], processes: int) -> list[list[str]]:
+    """The names grouped by what one sweep shares (checkpoint interval, strategy)."""
+    groups: dict[tuple[int, str], list[str]] = {}
+    for name in names:
+        groups.setdefault(sweep_key(name, processes), []).append(name)
+    return list(groups.values())
+
+
+@pytest.fixture(scope="module")
+def one(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return train_zoo(tmp_path_factory.mktemp("soak") / "one", list(ZOO))
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root, runs = tmp_path_factory.mktemp("soak"), {}
+    for index, names in enumerate(by_setting(list(ZOO), 2)):
+        runs.update(train_zoo(root / f"ddp{index}", names, processes=2))
+    return runs
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_ddp_test_metrics_equal_a_one_process_eval_of_the_checkpoint(
+    two: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    run = two[name]
+    assert json.loads((run / "run_info.json").read_text())["world_size"] == 2
+    result = run_entry(
+        "eval",
+        f"ckpt_path={best_checkpoint(run)}",
+        "logger=none",
+        f"hydra.run.dir={tmp_path}",
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    single, ddp = read_metrics(tmp_path), read_metrics(run)
+    assert math.isfinite(single[ZOO[name].test_metric])
+    for metric in ZOO[name].ddp_exact:
+        assert ddp[metric] == single[metric], metric
+    for metric in ZOO[name].ddp_rounded:
+        assert abs(ddp[metric] - single[metric]) <= FLOAT_SUM_BOUND * abs(single[metric]), metric
+
+
+def test_dp_trains_every_module_like_one_process(one: dict[str, Path], tmp_path: Path) -> None:
+    names = list(ZOO)
+    jobs = sweep(
+        "train",
+        tmp_path,
+        {"experiment": [f"zoo_{n}" for n in names]},
+        *SEEDED,
+        "callbacks.last_checkpoint.every_n_train_steps=5",
+        "trainer.strategy=dp",
+        "trainer.devices=2",
+    )
+    for name, job in zip(names, jobs, strict=True):
+        assert read_metrics(job) == read_metrics(one[name]), name
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_eval_and_predict_exactly_as_the_readme_writes_them(
+    one: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    best = best_checkpoint(one[name])
+    result = run_entry("eval", f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 'eval'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    metric = ZOO[name].test_metric
+    evaluated = read_metrics(tmp_path / "eval")[metric]
+    assert math.isfinite(evaluated)
+    if not ZOO[name].random_test:
+        assert evaluated == read_metrics(one[name])[metric]
+
+    result = run_entry("predict", f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 'predict'}")
+    if ZOO[name].predict_header is None:
+        assert result.returncode == 2 and "predict_step" in result.stderr
+        return
+    assert result.returncode == 0, result.stderr[-3000:]
+    header, *rows = (tmp_path / "predict" / "predictions.csv").read_text().splitlines()
+    assert header == ZOO[name].predict_header and len(rows) == 23
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_kill_9_and_resume_in_one_process(one: dict[str, Path], tmp_path: Path, name: str) -> None:
+    every, saved = kill_9_and_resume(name, tmp_path / "run")
+    assert saved["global_step"] % every == 0 and saved["epoch"] == 1
+    assert_same_run(tmp_path / "run", one[name])
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_kill_9_and_resume_in_two_processes(
+    two: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    every, saved = kill_9_and_resume(name, tmp_path / "run", processes=2)
+    assert saved["global_step"] % every == 0 and saved["epoch"] == 1
+    assert_same_run(tmp_path / "run", two[name])
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_the_benchmark_times_every_module(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from my_project.machinery.bench import main
+
+    from .helpers import SEARCH_MACHINERY_CONFIGS
+
+    main(
+        [
+            "--workload", "none", SEARCH_MACHINERY_CONFIGS, f"experiment=zoo_{name}",
+            "--steps", "6", "--warmup", "2", "--repeats", "1", "--out", str(tmp_path),
+        ]
+    )  # fmt: skip
+    result = json.loads((tmp_path / "bench_custom_cpu.json").read_text())
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"ratio {result['ratio']:.3f}"
+    assert all(m["median"] > 0 for m in result["methods"].values()), result["methods"]
+
+
+def test_ddp_spawn_in_a_sweep_of_two_jobs_with_their_tests(tmp_path: Path) -> None:
+    jobs = sweep("train", tmp_path, {"model.lr": ["0.02", "0.05"]}, *ON_CPU, *SPAWN)
+    for job in jobs:
+        assert json.loads((job / "run_info.json").read_text())["world_size"] == 2
+        assert 0 < read_metrics(job)["test_acc"] <= 1
+
+
+def test_ddp_tells_a_gan_to_find_unused_parameters(tmp_path: Path) -> None:
+    """Plain `ddp` on a module whose losses leave parameters out: one Error at the first
+    step naming the strategy that runs it (which the runs above use)."""
+    result = run_entry(
+        "train",
+        *ON_CPU,
+        *SEEDED,
+        "experiment=zoo_gan",
+        "trainer.devices=2",
+        "trainer.strategy=ddp",
+        f"hydra.run.dir={tmp_path}",
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert "`trainer.strategy=ddp_find_unused_parameters_true`" in " ".join(result.stderr.split())

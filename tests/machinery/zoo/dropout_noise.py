@@ -1,0 +1,65 @@
+"""A regressor whose training step draws random numbers: dropout, and `torch.randn` noise
+added to its inputs. Its DataLoader has no `generator` (as most code has none)."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class NoisyRegressor(L.LightningModule):
+    def __init__(
+        self, num_features: int = 8, dropout: float = 0.3, noise: float = 0.1, lr: float = 0.01
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(
+            nn.Linear(num_features, 32), nn.ReLU(), nn.Dropout(dropout), nn.Linear(32, 1)
+        )
+
+    def forward(self, x):
+        return self.net(x).squeeze(-1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        x = x + self.hparams.noise * torch.randn_like(x)
+        loss = F.mse_loss(self(x), y)
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", F.mse_loss(self(x), y))
+
+    def test_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("test_loss", F.mse_loss(self(x), y))
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr)
+
+
+class NoisyData(L.LightningDataModule):
+    def __init__(self, num_features: int = 8, batch_size: int = 8) -> None:
+        super().__init__()
+        self.num_features, self.batch_size = num_features, batch_size
+
+    def setup(self, stage=None):
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(111, self.num_features, generator=g)
+        y = x @ torch.randn(self.num_features, generator=g) + 0.1 * torch.randn(111, generator=g)
+        self.train_set = TensorDataset(x[:64], y[:64])
+        self.val_set = TensorDataset(x[64:88], y[64:88])
+        self.test_set = TensorDataset(x[88:], y[88:])
+
+    def train_dataloader(self):
+        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True)
+
+    def val_dataloader(self):
+        return DataLoader(self.val_set, batch_size=self.batch_size)
+
+    def test_dataloader(self):
+        return DataLoader(self.test_set, batch_size=self.batch_size)

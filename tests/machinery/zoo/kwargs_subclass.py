@@ -1,0 +1,83 @@
+"""A team's subclass of a model it builds on, forwarding `*args, **kwargs` to the parent,
+whose required arguments (`num_features`, `num_classes`) come from the data module's
+`model_kwargs()`."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torchmetrics.classification import MulticlassAccuracy
+
+
+class BaseClassifier(L.LightningModule):
+    def __init__(self, num_features: int, num_classes: int, lr: float = 0.02) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Linear(num_features, 16), nn.ReLU(), nn.Linear(16, num_classes))
+        self.val_acc = MulticlassAccuracy(num_classes)
+        self.test_acc = MulticlassAccuracy(num_classes)
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.val_acc(self(x), y)
+        self.log("val_acc", self.val_acc)
+
+    def test_step(self, batch, batch_idx):
+        x, y = batch
+        self.test_acc(self(x), y)
+        self.log("test_acc", self.test_acc)
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+
+class SmoothedClassifier(BaseClassifier):
+    """The parent with label smoothing: its own setting, the rest passed through."""
+
+    def __init__(self, *args, smoothing: float = 0.1, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.smoothing = smoothing
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y, label_smoothing=self.smoothing)
+        self.log("train_loss", loss, on_epoch=True)
+        return loss
+
+
+class KwargsData(L.LightningDataModule):
+    def __init__(self, batch_size: int = 8) -> None:
+        super().__init__()
+        self.batch_size = batch_size
+
+    def model_kwargs(self):
+        return {"num_features": 8, "num_classes": 3}
+
+    def setup(self, stage=None):
+        g = torch.Generator().manual_seed(10)
+        x = torch.randn(111, 8, generator=g)
+        y = (x @ torch.randn(8, 3, generator=g)).argmax(1)
+        self.train_set = TensorDataset(x[:64], y[:64])
+        self.val_set = TensorDataset(x[64:88], y[64:88])
+        self.test_set = TensorDataset(x[88:], y[88:])
+
+    def train_dataloader(self):
+        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True)
+
+    def val_dataloader(self):
+        return DataLoader(self.val_set, batch_size=self.batch_size)
+
+    def test_dataloader(self):
+        return DataLoader(self.test_set, batch_size=self.batch_size)
