@@ -67,9 +67,18 @@ def compose_config(
     return cfg
 
 
+# What `make test` passes its children: a `make` a test runs would take its variables (ARGS).
+MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+
+
 def clean_env(**extra: str) -> dict[str, str]:
-    """The environment for a subprocess run: no wandb credentials, quick and quiet."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    """The environment for a subprocess run: no wandb credentials, nothing of an outer
+    `make`, quick and quiet."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("WANDB_") and k not in MAKE_VARIABLES
+    }
     env.update({"PYTHONUNBUFFERED": "1", "WANDB_SILENT": "true"})
     env.update(extra)
     return env

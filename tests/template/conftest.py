@@ -48,8 +48,14 @@ def cc_config(tmp_path: Path) -> Path:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    """No PYTHONPATH (it points at this checkout's package), no wandb credentials."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("WANDB_")}
+    """No PYTHONPATH (it points at this checkout's package), no wandb credentials, nothing of
+    an outer `make` (`make test` passes its variables to every `make` below it)."""
+    outer_make = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "PYTHONPATH" and not k.startswith("WANDB_") and k not in outer_make
+    }
     env.update(extra)
     return env
 

@@ -68,13 +68,19 @@ def try_schedules(
     an epoch, at least (None: unknown); ``max_steps``: -1 or None for no limit. Counting too few
     steps only tries less; never more than the run takes (``OneCycleLR`` refuses a step past its
     ``total_steps``). A ``configure_optimizers`` that needs the Trainer
-    (``self.trainer.estimated_stepping_batches``) cannot run yet: it is left to the run.
+    (``self.trainer.estimated_stepping_batches``) cannot run yet, nor one of a module that
+    makes its layers in ``configure_model`` (they exist once fit calls it): both are left to
+    the run.
     """
     from lightning.pytorch.core.optimizer import (
         _configure_optimizers,
         _configure_schedulers_automatic_opt,
         _configure_schedulers_manual_opt,
     )
+    from lightning.pytorch.utilities.model_helpers import is_overridden
+
+    if is_overridden("configure_model", model):
+        return
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "lr_scheduler.step() before optimizer.step()"

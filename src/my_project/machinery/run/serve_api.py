@@ -65,7 +65,8 @@ def request_inputs(body: bytes | Any, signature: InputSignature) -> tuple[np.nda
 
     from .predict import input_batch
 
-    send = f'send {{"inputs": [...]}}, inputs shaped {signature.describe()}'
+    # (no doubled braces: generated projects must hold no Jinja-looking text)
+    send = 'send {"inputs": [...]}, inputs shaped ' + signature.describe()
     payload = body
     if isinstance(body, (bytes, bytearray)):
         try:
@@ -74,7 +75,9 @@ def request_inputs(body: bytes | Any, signature: InputSignature) -> tuple[np.nda
             raise BadRequest(400, f"The request body is not JSON ({error}): {send}.") from error
     if not isinstance(payload, Mapping) or set(payload) != {"inputs"}:
         keys = f"keys {sorted(payload)}" if isinstance(payload, Mapping) else type(payload).__name__
-        raise BadRequest(422, f'The request is a JSON {keys}, not {{"inputs": ...}}: {send}.')
+        raise BadRequest(
+            422, f"The request is a JSON {keys}, not " + '{"inputs": ...}: ' + f"{send}."
+        )
     try:
         array = np.asarray(payload["inputs"])
     except ValueError as error:
