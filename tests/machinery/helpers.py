@@ -67,8 +67,10 @@ def compose_config(
     return cfg
 
 
-# What `make test` passes its children: a `make` a test runs would take its variables (ARGS).
+# What `make test ARGS=...` passes its children (make exports command-line variables): a
+# `make` a test runs would take them as its own.
 MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+MAKE_VARIABLES += ("ARGS", "VENV", "WORKERS", "TORCH", "PYTHON3")
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -50,7 +50,7 @@ def cc_config(tmp_path: Path) -> Path:
 def subprocess_env(**extra: str) -> dict[str, str]:
     """No PYTHONPATH (it points at this checkout's package), no wandb credentials, nothing of
     an outer `make` (`make test` passes its variables to every `make` below it)."""
-    outer_make = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    outer_make = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "ARGS", "VENV", "WORKERS")
     env = {
         k: v
         for k, v in os.environ.items()
