@@ -40,6 +40,12 @@ DATA = {
     "in-memory DataLoader": ["data=toy_in_memory", "data.on_device=false"],
     "in-memory on device": ["data=toy_in_memory", "data.on_device=true"],
 }
+# The in-memory module through a DataLoader: the soak tier's (its batches on the device, and
+# a plain DataLoader, in the slow tier).
+DATA_PATHS = [
+    pytest.param(p, marks=[pytest.mark.soak] if "DataLoader" in p and "in-memory" in p else [])
+    for p in DATA
+]
 
 
 def start_paused_run(run_dir: Path, marker: Path, *extra: str) -> processes.Started:
@@ -128,7 +134,7 @@ def test_two_seeded_deterministic_runs_are_bit_identical(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("data_path", list(DATA))
+@pytest.mark.parametrize("data_path", DATA_PATHS)
 def test_kill_9_mid_epoch_then_resume_matches_an_uninterrupted_run(
     reference_run: References, tmp_path: Path, data_path: str
 ) -> None:

@@ -106,7 +106,11 @@ def kill_launcher_during_start_up(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("after_child_s", [0.3, 4.0], ids=["child starting", "meeting"])
+@pytest.mark.parametrize(  # more moments, once they meet too: the soak tier's ten below
+    "after_child_s",
+    [0.3, pytest.param(4.0, marks=pytest.mark.soak)],
+    ids=["child starting", "meeting"],
+)
 def test_killing_the_launcher_during_start_up_leaves_no_process(
     tmp_path: Path, after_child_s: float
 ) -> None:

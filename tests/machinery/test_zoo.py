@@ -137,9 +137,9 @@ def test_predict_names_what_a_module_whose_forward_takes_no_inputs_needs(
 
 @pytest.fixture(scope="module")
 def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The modules where DDP broke, is not exact, or did not resume exactly, trained in 2
-    processes (one sweep)."""
-    names = ["two_val_loaders", "metric_sum", "dropout_noise"]
+    """The modules where DDP broke or is not exact, trained in 2 processes (one sweep); the
+    rest of the zoo under DDP is the soak tier's (test_zoo_soak.py)."""
+    names = ["two_val_loaders", "metric_sum"]
     return train_zoo(tmp_path_factory.mktemp("zoo") / "ddp", names, processes=2)
 
 
@@ -187,17 +187,18 @@ def test_kill_9_and_resume_in_one_process_ends_bit_identical(
     assert_same_run(run, zoo_runs[name])
 
 
-def test_kill_9_and_resume_in_two_processes_ends_bit_identical(
-    ddp_runs: dict[str, Path], tmp_path: Path
-) -> None:
+@pytest.mark.soak  # 2-process resume: test_ddp_lifecycle.py; a step drawing noise: above
+def test_kill_9_and_resume_in_two_processes_ends_bit_identical(tmp_path: Path) -> None:
     """Dropout and noise under DDP, its monitor logged without sync_dist: each process gets
     its own RNG and callback states back (rank 0's best-checkpoint state on both chose
     another best checkpoint)."""
+    reference = train_zoo(tmp_path / "reference", ["dropout_noise"], processes=2)
     run = tmp_path / "run"
     kill_9_and_resume("dropout_noise", run, processes=2)
-    assert_same_run(run, ddp_runs["dropout_noise"])
+    assert_same_run(run, reference["dropout_noise"])
 
 
+@pytest.mark.soak  # ddp_spawn's pickling: test_any_module.py; its sweep: test_zoo_soak.py
 def test_ddp_spawn_runs_with_exact_test_metrics(tmp_path: Path) -> None:
     """`trainer.strategy=ddp_spawn` pickles the Trainer for its processes: a single run, with
     exact test metrics (each test sample once: a one-process eval agrees). In a `-m` sweep:

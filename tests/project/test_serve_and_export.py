@@ -72,7 +72,9 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["mlp", "diabetes"])
+@pytest.mark.parametrize(  # serving a regressor: the soak tier's (the MLP, and test_serve.py)
+    "name", ["mlp", pytest.param("diabetes", marks=pytest.mark.soak)]
+)
 def test_served_answers_equal_predict_py(trained: Trained, name: str, tmp_path: Path) -> None:
     checkpoint, data_class = trained[name], EXAMPLES[name][1]
     inputs = split_inputs(data_class)
