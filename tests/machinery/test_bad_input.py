@@ -103,6 +103,7 @@ def test_gpu_accelerator_on_a_machine_without_one(tmp_path: Path, capsys) -> Non
     assert "trainer.accelerator" in err and "GPU" in err and "`trainer=cpu`" in err
 
 
+@pytest.mark.slow
 def test_batch_larger_than_the_data_set_leaves_an_existing_run_untouched(tmp_path: Path) -> None:
     run_dir = tmp_path / "existing_run"
     (run_dir / "checkpoints").mkdir(parents=True)
@@ -136,7 +137,7 @@ def test_an_interpolation_the_data_config_cannot_answer_is_one_paragraph_and_no_
     assert not run_dir.exists()
 
 
-@pytest.mark.parametrize("devices", [1, 2])
+@pytest.mark.parametrize("devices", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_a_monitor_the_validation_does_not_log_stops_before_training(
     tmp_path: Path, devices: int
 ) -> None:

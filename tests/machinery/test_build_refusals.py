@@ -64,6 +64,19 @@ CASES: list[tuple[str, str, str, str]] = [
         "+data.extra=1",
         "`data.extra=1` was refused by tests.machinery.docs_style.LitDataModule",
     ),
+    (
+        "setting of a logger the chosen loggers lack",
+        "train",
+        "+logger.wandb.project=mine",
+        "`logger.wandb` has settings (logger.wandb.project) but nothing to build: the logger "
+        "chosen (csv) does not include `wandb`",
+    ),
+    (
+        "setting of a callback not chosen",
+        "train",
+        "+callbacks.ema.decay=0.9",
+        "Choose it first, e.g. `callbacks=[default,ema]`",
+    ),
     ("data removed", "train", "~data", "Interpolation key 'data.num_features' not found"),
     (
         "negative layer size",

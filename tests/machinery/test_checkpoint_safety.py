@@ -31,6 +31,7 @@ atomic_torch_save({"step": 2, "weights": torch.zeros(100_000)}, target)
 """
 
 
+@pytest.mark.slow
 def test_kill_9_mid_write_leaves_the_previous_complete_checkpoint(tmp_path: Path) -> None:
     target = tmp_path / "last.ckpt"
     result = subprocess.run(

@@ -120,6 +120,7 @@ def test_a_module_the_exporter_cannot_take_is_one_paragraph_naming_the_operation
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_control_flow_on_tensor_values_is_named_with_its_line(tmp_path: Path) -> None:
     model = WithABranchOnValues(num_features=16, num_classes=4).eval()
     with pytest.raises(UserError) as raised:

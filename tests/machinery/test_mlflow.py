@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from my_project.machinery.errors import UserError
 from my_project.machinery.loggers.mlflow import mlflow_logger, shown_uri
@@ -140,7 +141,8 @@ def test_a_ddp_run_is_one_mlflow_run_in_the_run_directory_without_a_tracking_uri
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"MLflow: logging to {tmp_path / 'mlflow.db'}" in result.stdout + result.stderr
-    (run,) = runs_of(f"sqlite:///{tmp_path / 'mlflow.db'}", "my-project")
+    experiment = OmegaConf.load(ROOT / "configs/logger/mlflow.yaml").mlflow.experiment_name
+    (run,) = runs_of(f"sqlite:///{tmp_path / 'mlflow.db'}", experiment)
     assert run.info.status == "FINISHED" and run.data.params["trainer/devices"] == "2"
     assert {"val_acc", "test_acc"} <= set(run.data.metrics)
     artifacts = Path(run.info.artifact_uri.removeprefix("file://"))

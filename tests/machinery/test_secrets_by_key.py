@@ -11,7 +11,7 @@ import yaml
 
 from my_project.machinery.reliability.secrets import MASK, MaskedStream, mask_text
 
-from .helpers import DOCS_STYLE, clean_env, run_entry
+from .helpers import DOCS_STYLE, clean_env, run_entry, run_main_in_process
 
 SEVEN = "Zq9Xy7Q"  # 7 characters: too short to count as a secret by its length alone
 
@@ -74,15 +74,16 @@ def test_a_seven_character_secret_appears_nowhere_in_clear(tmp_path: Path) -> No
     assert yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())["hf_token"] == MASK
 
 
-def test_a_short_secret_is_masked_in_hydras_record_by_its_key(tmp_path: Path) -> None:
+def test_a_short_secret_is_masked_in_hydras_record_by_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A 3-character value is masked where its key names it (not elsewhere: it could be any
     word); the run stops at a check, in a directory that existed, which keeps the record."""
     run_dir = tmp_path / "existing"
     run_dir.mkdir()
-    result = run_entry(
-        "train", *DOCS_STYLE, "+db.password=pw1", "data.batch_size=0", f"hydra.run.dir={run_dir}"
-    )
-    assert result.returncode == 2
-    assert "pw1" not in result.stderr
+    args = [*DOCS_STYLE, "+db.password=pw1", "data.batch_size=0", f"hydra.run.dir={run_dir}"]
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    assert code == 2 and "data.batch_size=0" in err
+    assert "pw1" not in err
     for name in ("overrides.yaml", "hydra.yaml", "config.yaml"):
         assert "pw1" not in (run_dir / ".hydra" / name).read_text(), name

@@ -148,6 +148,7 @@ def test_killing_the_launcher_at_ten_moments_of_start_up_leaves_no_process(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1], ids=["rank 0 waits for rank 1", "rank 1 finds no one"])
 def test_processes_that_cannot_meet_give_up_after_the_rendezvous_timeout(
     rank: int, monkeypatch: pytest.MonkeyPatch

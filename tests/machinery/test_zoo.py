@@ -187,17 +187,6 @@ def test_kill_9_and_resume_in_one_process_ends_bit_identical(
     assert_same_run(run, zoo_runs[name])
 
 
-@pytest.mark.soak  # 2-process resume: test_ddp_lifecycle.py; a step drawing noise: above
-def test_kill_9_and_resume_in_two_processes_ends_bit_identical(tmp_path: Path) -> None:
-    """Dropout and noise under DDP, its monitor logged without sync_dist: each process gets
-    its own RNG and callback states back (rank 0's best-checkpoint state on both chose
-    another best checkpoint)."""
-    reference = train_zoo(tmp_path / "reference", ["dropout_noise"], processes=2)
-    run = tmp_path / "run"
-    kill_9_and_resume("dropout_noise", run, processes=2)
-    assert_same_run(run, reference["dropout_noise"])
-
-
 @pytest.mark.soak  # ddp_spawn's pickling: test_any_module.py; its sweep: test_zoo_soak.py
 def test_ddp_spawn_runs_with_exact_test_metrics(tmp_path: Path) -> None:
     """`trainer.strategy=ddp_spawn` pickles the Trainer for its processes: a single run, with

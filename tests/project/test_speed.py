@@ -34,6 +34,7 @@ def test_the_classifiers_training_steps_make_no_host_sync(tmp_path: Path) -> Non
     assert watch.counter.calls == {}
 
 
+@pytest.mark.slow
 def test_compiled_model_keeps_checkpoint_keys(tmp_path: Path) -> None:
     def build(compile_: bool):
         cfg = compose_config([f"model.compile={str(compile_).lower()}"], tmp_path)

@@ -25,6 +25,7 @@ from .expected import CHOICES
 from .test_generation import LONG_NAME
 
 CONTRACT_TESTS = "tests/machinery/test_bring_your_own.py"
+README_TESTS = "tests/machinery/test_readme_commands.py"
 
 SUITES = {
     "deep-sea-survey": [  # the package name given; CI workflow left out
@@ -86,8 +87,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return base, python
 
 
+# deep-sea-survey's quick tests run in its copy whose examples are a team's module (below),
+# with the contract and the README's commands in it as it was generated.
 @pytest.mark.soak
-@pytest.mark.parametrize("slug", list(SUITES))
+@pytest.mark.parametrize("slug", [slug for slug in SUITES if slug != "deep-sea-survey"])
 def test_generated_project_passes_its_own_quick_tests(
     installed: tuple[Path, Path], slug: str
 ) -> None:
@@ -129,6 +132,25 @@ def test_a_generated_project_keeps_the_bring_your_own_contract(
     base, python = installed
     tests = subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", CONTRACT_TESTS],
+        cwd=base / "deep-sea-survey",
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+    assert " passed" in tests.stdout and "skipped" not in tests.stdout
+
+
+@pytest.mark.soak
+def test_a_generated_projects_readme_commands_work_as_written(
+    installed: tuple[Path, Path],
+) -> None:
+    """Its own README (CPU, DDP on 2 devices, TensorBoard answers): every command passes the
+    checks of a run, or names what the machine lacks (its test_readme_commands.py)."""
+    base, python = installed
+    tests = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", README_TESTS],
         cwd=base / "deep-sea-survey",
         env=subprocess_env(),
         capture_output=True,

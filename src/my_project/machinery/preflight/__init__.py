@@ -42,6 +42,7 @@ from .values import (
     check_config_resolves,
     check_config_types,
     check_global_groups,
+    check_group_entries,
     check_trainer_types,
     check_value_ranges,
     nothing_validated_warning,
@@ -85,6 +86,7 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
                 OmegaConf.select(cfg, "trainer.max_steps"),
             )
     check_global_groups(cfg)
+    check_group_entries(cfg)
     check_config_types(cfg)
     check_value_ranges(cfg)
     check_logger_settings(cfg.get("logger"))

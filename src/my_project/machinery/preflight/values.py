@@ -99,6 +99,27 @@ def check_global_groups(cfg: DictConfig) -> None:
         )
 
 
+def check_group_entries(cfg: DictConfig) -> None:
+    """An entry of ``logger`` or ``callbacks`` with settings but no ``_target_``: nothing builds
+    it. It comes from setting a logger the chosen group does not include
+    (``+logger.wandb.project=x`` with ``logger=csv``), and the run would go on without it."""
+    choose = {"logger": "logger=[csv,{name}]", "callbacks": "callbacks=[default,{name}]"}
+    for group, how in choose.items():
+        node = cfg.get(group)
+        if not isinstance(node, DictConfig):
+            continue
+        for name, entry in node.items():
+            if isinstance(entry, DictConfig) and "_target_" not in entry:
+                settings = ", ".join(f"{group}.{name}.{key!s}" for key in entry)
+                chosen = ", ".join(str(k) for k, v in node.items() if v and "_target_" in v)
+                raise UserError(
+                    f"`{group}.{name}` has settings ({settings}) but nothing to build: the "
+                    f"{group} chosen ({chosen or 'none'}) does not include `{name}`, so the run "
+                    f"would go on without it. Choose it first, e.g. "
+                    f"`{how.format(name=name)}`, then set `{group}.{name}.<key>=...`."
+                )
+
+
 def _declares_global_package(path: Any) -> bool:
     with open(path) as handle:
         for line in handle:

@@ -1,0 +1,126 @@
+"""Every `python <script>.py ...` command of the README's code blocks, as written, passes the
+checks a run makes before it writes anything, in this project (a generated project runs these
+tests on its own README, for its own answers).
+
+Each command runs as a process of its own (`readme_check.py`: the entry point up to its checks),
+with the README's placeholders (`<run>`, `...`, `inputs.npy`) filled in from a real run. A
+command that needs what this machine lacks (a GPU, SLURM) must stop with its one-paragraph
+message, exit status 2.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .helpers import DATA_DIR_VAR, LOG_DIR_VAR, PACKAGE, ROOT, clean_env, run_entry
+from .processes import run
+from .readme_check import PASSED
+
+SCRIPTS = ("train", "eval", "predict", "serve", "export")
+# What a machine without a GPU or a cluster may answer a command that asks for one.
+MACHINE_LACKS = re.compile(r"GPU|CUDA|MPS|SLURM|sbatch|srun|cores? this machine|no GPU", re.I)
+
+
+def readme_commands(readme: Path = ROOT / "README.md") -> list[str]:
+    """The `python <script>.py ...` and doctor lines of the README's bash blocks (line
+    continuations joined), each once, leaving out those for the team's own `model=mine`."""
+    commands, block, pending = [], False, ""
+    for line in readme.read_text().splitlines():
+        if line.startswith("```"):
+            block = line.strip() == "```bash"
+            continue
+        if not block:
+            continue
+        pending += line.rstrip()
+        if pending.endswith("\\"):
+            pending = pending[:-1] + " "
+            continue
+        words, pending = shlex.split(pending, comments=True), ""
+        program = next((w for w in words if not re.match(r"^[A-Z_]+=", w)), "")
+        after = words[words.index(program) + 1 :] if program else []
+        script = after[0].removesuffix(".py") if after else ""
+        wanted = (program == "python" and script in SCRIPTS) or program.endswith("-doctor")
+        if wanted and not any(w.endswith("=mine") for w in words):
+            commands.append(shlex.join(words))
+    return list(dict.fromkeys(commands))  # each once
+
+
+COMMANDS = readme_commands()
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A one-epoch run of the project as configured (its logs where the commands look for
+    them), its checkpoint and a file of inputs."""
+    base = tmp_path_factory.mktemp("readme")
+    env = clean_env(**{LOG_DIR_VAR: str(base / "logs"), DATA_DIR_VAR: str(base / "data")})
+    trained = run_entry("train", "trainer.max_epochs=1", "logger=csv", env=env)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    (run_dir,) = (base / "logs" / "train" / "runs").iterdir()
+    (checkpoint,) = (run_dir / "checkpoints").glob("epoch_*.ckpt")
+    np.save(base / "inputs.npy", np.zeros((2, 64), dtype=np.float32))
+    return {"run": str(run_dir), "ckpt": str(checkpoint), "inputs": str(base / "inputs.npy"), **env}
+
+
+def filled(command: str, places: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The command's environment and arguments, its placeholders replaced by real paths."""
+    command = re.sub(r"logs/train/runs/<run>/checkpoints/epoch_\d+\.ckpt", places["ckpt"], command)
+    command = command.replace("logs/train/runs/<run>", places["run"])
+    command = command.replace("ckpt_path=...", f"ckpt_path={places['ckpt']}")
+    command = command.replace("input_path=inputs.npy", f"input_path={places['inputs']}")
+    words = shlex.split(command)
+    env = {k: v for k, v in places.items() if k.isupper()}
+    while re.match(r"^[A-Z_]+=", words[0]):
+        key, value = words.pop(0).split("=", 1)
+        env[key] = value
+    return env, words
+
+
+def test_the_readme_names_every_entry_point() -> None:
+    named = {shlex.split(c)[1].removesuffix(".py") for c in COMMANDS if " python " in f" {c}"}
+    assert named >= set(SCRIPTS), named
+    assert any(c.endswith("-doctor") or "-doctor " in c for c in COMMANDS)
+
+
+def checked(command: str, places: dict[str, str]) -> tuple[int, str]:
+    """Exit status of the command up to its checks, and what it printed: `CHECKS PASSED` or
+    the one-paragraph error (the doctor runs whole: it only reports)."""
+    env, words = filled(command, places)
+    if words[0] == "python":
+        args = [sys.executable, str(Path(__file__).with_name("readme_check.py")), *words[1:]]
+    else:  # the doctor's console script
+        args = [sys.executable, "-m", f"{PACKAGE}.machinery.doctor", *words[1:]]
+    result = run(args, cwd=ROOT, env=clean_env(**env), timeout=120)
+    output = result.stdout + result.stderr
+    if result.returncode == 0 and ("--help" in words or args[1] == "-m"):
+        return 0, PASSED  # help and the doctor print, and check nothing
+    return result.returncode, output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_readme_command_as_written_passes_the_checks_or_names_what_the_machine_lacks(
+    command: str, places: dict[str, str]
+) -> None:
+    code, output = checked(command, places)
+    if code == 0:
+        assert PASSED in output, output[-3000:]
+        return
+    assert code == 2 and "Traceback" not in output, output[-3000:]
+    message = output.strip().split("\n\n")[-1]
+    assert MACHINE_LACKS.search(message), message
+
+
+@pytest.mark.slow
+def test_a_command_naming_a_logger_the_run_lacks_fails_the_check(places: dict[str, str]) -> None:
+    """What a README command written for another logger answer would do (issue: the wandb
+    project set on a CSV-only run), so the test above can fail."""
+    code, output = checked("python train.py logger=csv logger.wandb.project=mnist", places)
+    assert code == 2 and PASSED not in output and not MACHINE_LACKS.search(output), output
+    assert "logger.wandb" in output
