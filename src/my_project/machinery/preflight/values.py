@@ -108,7 +108,8 @@ def check_group_entries(cfg: DictConfig) -> None:
         node = cfg.get(group)
         if not isinstance(node, DictConfig):
             continue
-        for name, entry in node.items():
+        for key_, entry in node.items():
+            name = str(key_)
             if isinstance(entry, DictConfig) and "_target_" not in entry:
                 settings = ", ".join(f"{group}.{name}.{key!s}" for key in entry)
                 chosen = ", ".join(str(k) for k, v in node.items() if v and "_target_" in v)
