@@ -123,15 +123,11 @@ def test_generated_project_passes_its_own_quick_tests(
     assert "tests/template" not in tests.stdout
 
 
-@pytest.mark.soak
-def test_a_generated_project_keeps_the_bring_your_own_contract(
-    installed: tuple[Path, Path],
-) -> None:
-    """A team's docs-style module and data, in a project generated with DDP answers: one
-    process, two (DDP test metrics equal to a one-process evaluation), dp, eval and predict."""
-    base, python = installed
+def _passes_in_deep_sea_survey(base: Path, python: Path, tests_file: str) -> None:
+    """One test file of the generated CPU/DDP project, run by its own pytest: all pass, none
+    skipped."""
     tests = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", CONTRACT_TESTS],
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", tests_file],
         cwd=base / "deep-sea-survey",
         env=subprocess_env(),
         capture_output=True,
@@ -140,6 +136,16 @@ def test_a_generated_project_keeps_the_bring_your_own_contract(
     )
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout and "skipped" not in tests.stdout
+
+
+@pytest.mark.soak
+def test_a_generated_project_keeps_the_bring_your_own_contract(
+    installed: tuple[Path, Path],
+) -> None:
+    """A team's docs-style module and data, in a project generated with DDP answers: one
+    process, two (DDP test metrics equal to a one-process evaluation), dp, eval and predict."""
+    base, python = installed
+    _passes_in_deep_sea_survey(base, python, CONTRACT_TESTS)
 
 
 @pytest.mark.soak
@@ -149,16 +155,7 @@ def test_a_generated_projects_readme_commands_work_as_written(
     """Its own README (CPU, DDP on 2 devices, TensorBoard answers): every command passes the
     checks of a run, or names what the machine lacks (its test_readme_commands.py)."""
     base, python = installed
-    tests = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", README_TESTS],
-        cwd=base / "deep-sea-survey",
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
-    assert " passed" in tests.stdout and "skipped" not in tests.stdout
+    _passes_in_deep_sea_survey(base, python, README_TESTS)
 
 
 def test_generated_entry_point_uses_the_chosen_defaults_and_takes_overrides(
