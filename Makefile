@@ -52,13 +52,13 @@ hooks: $(INSTALLED)  ## run the .pre-commit-config.yaml checks before every comm
 train: $(INSTALLED)  ## train with the default config, plus any Hydra overrides in ARGS
 	$(PYTHON) train.py $(ARGS)
 
-test: $(INSTALLED)  ## the tests, without the soak tier (what the project's CI runs)
-	$(PYTEST) -m "not soak" $(ARGS)
+test: $(INSTALLED)  ## the tests, without the soak and exhaustive tiers (what the project's CI runs)
+	$(PYTEST) -m "not soak and not exhaustive" $(ARGS)
 
 test-fast: $(INSTALLED)  ## the in-process tests only: no training in a process of its own
-	$(PYTEST) -m "not slow and not soak" $(ARGS)
+	$(PYTEST) -m "not slow and not soak and not exhaustive" $(ARGS)
 
-test-all: $(INSTALLED)  ## every test, the soak tier too (long repetitions)
+test-all: $(INSTALLED)  ## every test: the soak and exhaustive tiers too (long repetitions)
 	$(PYTEST) $(ARGS)
 
 lint: $(INSTALLED)  ## ruff lint, ruff format check, mypy, import layers (what CI runs)

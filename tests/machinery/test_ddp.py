@@ -116,7 +116,7 @@ def test_torchrun_on_cpu_makes_one_run_directory(tmp_path: Path) -> None:
     assert result.stdout.count("CONFIG") == 1  # the config tree comes from rank 0 only
 
 
-@pytest.mark.soak  # DDP jobs of a multirun in the slow tier: test_sweeps.py's DDP trials
+@pytest.mark.exhaustive  # DDP jobs of a multirun in the slow tier: test_sweeps.py's DDP trials
 def test_multirun_with_two_devices_runs_each_job_as_one_ddp_run(tmp_path: Path) -> None:
     result = run_entry(
         "train",

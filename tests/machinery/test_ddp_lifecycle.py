@@ -92,7 +92,7 @@ def assert_same_as(run_dir: Path, reference: Path, csv_log: bool = True, exact_l
             same(row, reference_row)
 
 
-@pytest.mark.soak  # the slow tier resumes with CSV and wandb together (logger=default) below
+@pytest.mark.exhaustive  # the slow tier resumes with CSV and wandb together (logger=default) below
 @pytest.mark.parametrize("logger", ["csv", "default", "wandb"])
 def test_a_two_process_run_resumes_exactly_with_each_logger(
     reference: Path, tmp_path: Path, logger: str

@@ -132,7 +132,7 @@ def test_the_server_receives_params_metrics_per_epoch_config_and_best_checkpoint
     assert not (run_dir / "mlflow.db").exists()  # the server holds it all
 
 
-@pytest.mark.soak  # MLflow's params, metrics and artifacts in the slow tier: the server test
+@pytest.mark.exhaustive  # MLflow's params, metrics and artifacts in the slow tier: the server test
 def test_a_ddp_run_is_one_mlflow_run_in_the_run_directory_without_a_tracking_uri(
     tmp_path: Path,
 ) -> None:

@@ -73,7 +73,7 @@ def test_a_signal_ends_a_warm_process_as_it_ends_a_plain_one(tmp_path: Path) -> 
     assert started.wait(timeout=30) == -signal.SIGTERM
 
 
-@pytest.mark.soak  # the fast tests above show the same process; this, the same training
+@pytest.mark.exhaustive  # the fast tests above show the same process; this, the same training
 def test_a_warm_training_is_bit_identical_to_a_plain_one_and_a_bad_input_reads_the_same(
     tmp_path: Path,
 ) -> None:

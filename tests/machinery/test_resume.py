@@ -40,10 +40,12 @@ DATA = {
     "in-memory DataLoader": ["data=toy_in_memory", "data.on_device=false"],
     "in-memory on device": ["data=toy_in_memory", "data.on_device=true"],
 }
-# The in-memory module through a DataLoader: the soak tier's (its batches on the device, and
+# The in-memory module through a DataLoader: the exhaustive tier's (its batches on the device, and
 # a plain DataLoader, in the slow tier).
 DATA_PATHS = [
-    pytest.param(p, marks=[pytest.mark.soak] if "DataLoader" in p and "in-memory" in p else [])
+    pytest.param(
+        p, marks=[pytest.mark.exhaustive] if "DataLoader" in p and "in-memory" in p else []
+    )
     for p in DATA
 ]
 

@@ -201,7 +201,7 @@ def test_eight_clients_of_200_requests_lose_none(checkpoint: Path, server: Serve
     assert result.failures == [] and len(result.latencies) == 8 * 200
 
 
-@pytest.mark.soak  # SIGTERM ending every process: the server fixture's teardown, every run
+@pytest.mark.exhaustive  # SIGTERM ending every process: the server fixture's teardown, every run
 def test_ctrl_c_in_a_terminal_stops_the_server_and_every_process(
     checkpoint: Path, tmp_path: Path
 ) -> None:

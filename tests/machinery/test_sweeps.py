@@ -150,7 +150,7 @@ def test_search_killed_mid_trial_continues_its_study_to_the_requested_trials(
     assert yaml.safe_load((sweep / "best_params.yaml").read_text())["best_trial"] in (0, 2, 3)
 
 
-@pytest.mark.soak  # a search's wandb group: the multirun test below; its study: the tests above
+@pytest.mark.exhaustive  # a search's wandb group: the multirun test below; its study: the tests above
 def test_a_copy_of_the_search_config_minimises_a_loss_with_one_wandb_group(
     tmp_path: Path,
 ) -> None:

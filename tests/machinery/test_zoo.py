@@ -6,7 +6,7 @@ forwarding **kwargs, configure_model, manual gradient accumulation).
 
 The lean tier: every module trains once in one process (one `-m` sweep, one process), and
 eval.py and predict.py read those runs; DDP, dp, kill -9 and resume, and ddp_spawn run on the
-modules where each was broken. Every module in every mode (dp too) is test_zoo_soak.py.
+modules where each was broken. Every module in every mode (dp too) is test_zoo_exhaustive.py.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def test_predict_names_what_a_module_whose_forward_takes_no_inputs_needs(
 @pytest.fixture(scope="module")
 def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The modules where DDP broke or is not exact, trained in 2 processes (one sweep); the
-    rest of the zoo under DDP is the soak tier's (test_zoo_soak.py)."""
+    rest of the zoo under DDP is the exhaustive tier's (test_zoo_exhaustive.py)."""
     names = ["two_val_loaders", "metric_sum"]
     return train_zoo(tmp_path_factory.mktemp("zoo") / "ddp", names, processes=2)
 
@@ -187,11 +187,11 @@ def test_kill_9_and_resume_in_one_process_ends_bit_identical(
     assert_same_run(run, zoo_runs[name])
 
 
-@pytest.mark.soak  # ddp_spawn's pickling: test_any_module.py; its sweep: test_zoo_soak.py
+@pytest.mark.exhaustive  # ddp_spawn's pickling: test_any_module.py; its sweep: test_zoo_exhaustive.py
 def test_ddp_spawn_runs_with_exact_test_metrics(tmp_path: Path) -> None:
     """`trainer.strategy=ddp_spawn` pickles the Trainer for its processes: a single run, with
     exact test metrics (each test sample once: a one-process eval agrees). In a `-m` sweep:
-    test_zoo_soak.py."""
+    test_zoo_exhaustive.py."""
     common = [*ON_CPU, *SPAWN]
     result = run_entry("train", *common, f"hydra.run.dir={tmp_path / 'alone'}", timeout=TIMEOUT)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

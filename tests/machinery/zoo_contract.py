@@ -1,5 +1,5 @@
-"""The zoo's contract, shared by its slow tests (test_zoo.py) and its soak (test_zoo_soak.py):
-what each module of `tests/machinery/zoo/` logs, plots and predicts, and the runs that check it.
+"""The zoo's contract, shared by its slow tests (test_zoo.py) and test_zoo_exhaustive.py: what
+each module of `tests/machinery/zoo/` logs, plots and predicts, and the runs that check it.
 
 Every run of a module uses the same seeded, deterministic settings, so one run in one process
 is the reference that a killed-and-resumed run must equal bit for bit, and the checkpoint

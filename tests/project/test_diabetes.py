@@ -47,7 +47,7 @@ def test_eval_and_predict_agree_with_the_training_run(recipe_run: Path, tmp_path
     assert "RMSE" in result.stdout
 
 
-@pytest.mark.soak  # a regressor under DDP in the slow tier: the zoo's metric_sum (test_zoo.py)
+@pytest.mark.exhaustive  # a regressor under DDP in the slow tier: the zoo's metric_sum (test_zoo.py)
 def test_ddp_evaluation_equals_one_process(tmp_path: Path) -> None:
     run = train(
         tmp_path / "ddp", "trainer.max_epochs=5", "trainer.devices=2", "trainer.strategy=ddp"
@@ -66,7 +66,7 @@ def test_ddp_evaluation_equals_one_process(tmp_path: Path) -> None:
     assert single["test/mse"] == pytest.approx(ddp["test/mse"], rel=1e-5)
 
 
-@pytest.mark.soak  # dp in the slow tier: test_dp.py and test_bring_your_own.py
+@pytest.mark.exhaustive  # dp in the slow tier: test_dp.py and test_bring_your_own.py
 def test_dp_trains_like_one_device(tmp_path: Path) -> None:
     one = train(tmp_path / "one", "trainer.max_epochs=5")
     dp = train(tmp_path / "dp", "trainer.max_epochs=5", "trainer.strategy=dp", "trainer.devices=2")

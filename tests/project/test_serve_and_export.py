@@ -28,7 +28,7 @@ EXAMPLES = {
     "diabetes": (["experiment=diabetes"], DiabetesDataModule, TabularRegressor),
 }
 # The CNN's export is the MLP's with convolutions: a long repetition, for `make test-all`.
-EXPORTED = ["mlp", pytest.param("cnn", marks=pytest.mark.soak), "diabetes"]
+EXPORTED = ["mlp", pytest.param("cnn", marks=pytest.mark.exhaustive), "diabetes"]
 
 
 class Trained:
@@ -72,8 +72,8 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(  # serving a regressor: the soak tier's (the MLP, and test_serve.py)
-    "name", ["mlp", pytest.param("diabetes", marks=pytest.mark.soak)]
+@pytest.mark.parametrize(  # serving a regressor: the exhaustive tier's (the MLP, and test_serve.py)
+    "name", ["mlp", pytest.param("diabetes", marks=pytest.mark.exhaustive)]
 )
 def test_served_answers_equal_predict_py(trained: Trained, name: str, tmp_path: Path) -> None:
     checkpoint, data_class = trained[name], EXAMPLES[name][1]

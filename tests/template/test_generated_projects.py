@@ -1,9 +1,10 @@
 """Generated projects as their users get them: installed, run, and passing their own tests.
 
-Four projects that together take every accelerator, strategy, precision and logger, devices
-2 and -1, and a name of 80 characters, each run their own quick suite (`make test-fast`) in
-one environment that sees this one's packages: the promise that every answer gives a project
-whose own tests and CI pass, on a CPU-only machine as CI is."""
+Three projects that, with the root (the default answers), take every accelerator, strategy,
+precision and logger, devices 2, -1 and auto, and a name of 80 characters, each run their own
+quick suite (`make test-fast`) in one environment that sees this one's packages: the promise
+that every answer gives a project whose own tests and CI pass, on a CPU-only machine as CI
+is."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import pytest
 import yaml
 
 from .conftest import ROOT, layered_venv, make_in, run_cookiecutter_cli, subprocess_env
-from .expected import CHOICES
+from .expected import CHOICES, DEFAULTS
 from .test_generation import LONG_NAME
 
 CONTRACT_TESTS = "tests/machinery/test_bring_your_own.py"
@@ -44,29 +45,27 @@ SUITES = {
         *("accelerator=gpu", "strategy=dp", "precision=16-mixed", "devices=-1"),
         "logger=csv",
     ],
-    "apple-vision": [
-        "project_name=Apple Vision",
-        *("accelerator=mps", "strategy=auto", "precision=32-true", "devices=auto"),
-        "logger=wandb",
-    ],
     LONG_NAME.lower().replace(" ", "-"): [
         f"project_name={LONG_NAME}",
-        *("accelerator=auto", "strategy=auto", "precision=bf16-mixed", "devices=1"),
+        *("accelerator=mps", "strategy=auto", "precision=bf16-mixed", "devices=auto"),
+        "logger=wandb",
         "license=proprietary",  # python_version: at most the Python that runs these tests
     ],
 }
 
 
-def test_the_suites_cover_every_trainer_and_logger_answer() -> None:
+def test_the_suites_and_the_root_cover_every_trainer_and_logger_answer() -> None:
+    """The root is the default answers' project (test_generation.py), its suite `make test`."""
     answers = [dict(a.split("=", 1) for a in suite) for suite in SUITES.values()]
     for key in ("accelerator", "strategy", "precision", "logger"):
-        assert {a.get(key, CHOICES[key][0]) for a in answers} == set(CHOICES[key]), key
-    assert {"2", "-1"} <= {a["devices"] for a in answers}
+        chosen = {a.get(key, CHOICES[key][0]) for a in answers} | {DEFAULTS[key]}
+        assert chosen == set(CHOICES[key]), key
+    assert {"2", "-1", "auto"} <= {a["devices"] for a in answers}
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The four projects, generated and installed (editable, no dependencies) into one
+    """The three projects, generated and installed (editable, no dependencies) into one
     environment layered on this one."""
     base = tmp_path_factory.mktemp("suites")
     config = base / "cookiecutter-config.yaml"

@@ -30,7 +30,7 @@ from .zoo_contract import (
     train_zoo,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.soak]
+pytestmark = [pytest.mark.slow, pytest.mark.exhaustive]
 # Bound on the relative difference of a float-sum metric (the zoo's own Metric with a `sum`
 # state, `self.log(..., sync_dist=True)`) between 2 processes and one: float32 rounding of
 # sums taken in another order (measured up to 2e-7).
@@ -47,12 +47,12 @@ def by_setting(names: list[str], processes: int) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def one(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return train_zoo(tmp_path_factory.mktemp("soak") / "one", list(ZOO))
+    return train_zoo(tmp_path_factory.mktemp("zoo") / "one", list(ZOO))
 
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root, runs = tmp_path_factory.mktemp("soak"), {}
+    root, runs = tmp_path_factory.mktemp("zoo"), {}
     for index, names in enumerate(by_setting(list(ZOO), 2)):
         runs.update(train_zoo(root / f"ddp{index}", names, processes=2))
     return runs
