@@ -9,6 +9,8 @@ every comparison of two runs is between runs with the same setting.
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,6 +20,18 @@ if TYPE_CHECKING:
     from xdist.scheduler.protocol import Scheduling
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(autouse=True)
+def _lightnings_rank_stays_zero() -> Iterator[None]:
+    """A test that leaves Lightning's process-wide rank at 1 (a strategy's set_world_ranks, in
+    process) silences the rank-zero warnings and logs of every later test of its process, so
+    they fail far from the cause: fail the test that leaves it instead."""
+    yield
+    rank_zero = sys.modules.get("lightning.fabric.utilities.rank_zero")
+    if rank_zero is not None:
+        rank = getattr(rank_zero.rank_zero_only, "rank", 0)
+        assert rank == 0, f"the test left Lightning's rank_zero_only.rank at {rank}"
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:

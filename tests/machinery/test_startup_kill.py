@@ -157,12 +157,18 @@ def test_processes_that_cannot_meet_give_up_after_the_rendezvous_timeout(
     import torch
     from lightning.fabric.plugins.environments import LightningEnvironment
     from lightning.fabric.plugins.environments.lightning import find_free_network_port
+    from lightning.fabric.utilities import rank_zero as fabric_rank_zero
+    from lightning_utilities.core import rank_zero as utilities_rank_zero
 
     from my_project.machinery.errors import UserError
     from my_project.machinery.strategies.ddp import HydraDDPStrategy
 
     monkeypatch.setenv("MASTER_PORT", str(find_free_network_port()))
     monkeypatch.setenv("LOCAL_RANK", str(rank))
+    # set_world_ranks sets Lightning's process-wide rank: put it back after the test, or every
+    # later test of this process is rank 1 and its rank-zero warnings and logs vanish
+    for rank_zero_only in {fabric_rank_zero.rank_zero_only, utilities_rank_zero.rank_zero_only}:
+        monkeypatch.setattr(rank_zero_only, "rank", getattr(rank_zero_only, "rank", 0))
     strategy = HydraDDPStrategy(
         parallel_devices=[torch.device("cpu")] * 2,
         cluster_environment=LightningEnvironment(),
