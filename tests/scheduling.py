@@ -52,7 +52,8 @@ def start_rank(unit: str) -> int:
 
 
 class LongestFirstFileScheduling(LoadFileScheduling):
-    """loadfile, with the files above split and the longest units first."""
+    """loadfile, with the files above split and the longest units first. (A worker holds its
+    last test until another arrives, so xdist gives each worker two units at a time.)"""
 
     _ordered = False
 
