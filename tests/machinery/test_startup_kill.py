@@ -106,9 +106,9 @@ def kill_launcher_during_start_up(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(  # more moments, once they meet too: the soak tier's ten below
+@pytest.mark.parametrize(  # more moments: the soak tier's ten below (3.5 s and 5 s among them)
     "after_child_s",
-    [0.3, pytest.param(4.0, marks=pytest.mark.soak)],
+    [0.3, pytest.param(4.0, marks=pytest.mark.exhaustive)],
     ids=["child starting", "meeting"],
 )
 def test_killing_the_launcher_during_start_up_leaves_no_process(
