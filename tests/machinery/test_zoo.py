@@ -25,6 +25,7 @@ from .zoo_contract import (
     TIMEOUT,
     ZOO,
     assert_same_run,
+    assert_the_benchmark_times,
     best_checkpoint,
     checkpoint,
     history,
@@ -212,14 +213,4 @@ def test_the_benchmark_times_modules_that_ask_more_of_their_loop(
     """`python -m ...bench --workload none experiment=...` (in this process): the hand-written
     loop lets a manually optimizing module's step drive its optimizers (two a batch for the
     GAN), answers `self.optimizers()` (plateau logs its lr), and has configure_model's layers."""
-    from my_project.machinery.bench import main
-
-    main(
-        [
-            "--workload", "none", SEARCH_MACHINERY_CONFIGS, f"experiment=zoo_{name}",
-            "--steps", "6", "--warmup", "2", "--repeats", "1", "--out", str(tmp_path),
-        ]
-    )  # fmt: skip
-    result = json.loads((tmp_path / "bench_custom_cpu.json").read_text())
-    assert capsys.readouterr().out.strip().splitlines()[-1] == f"ratio {result['ratio']:.3f}"
-    assert all(method["median"] > 0 for method in result["methods"].values())
+    assert_the_benchmark_times(name, tmp_path, capsys)

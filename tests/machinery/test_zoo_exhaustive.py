@@ -23,6 +23,7 @@ from .zoo_contract import (
     TIMEOUT,
     ZOO,
     assert_same_run,
+    assert_the_benchmark_times,
     best_checkpoint,
     kill_9_and_resume,
     sweep,
@@ -137,19 +138,7 @@ def test_kill_9_and_resume_in_two_processes(
 def test_the_benchmark_times_every_module(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from my_project.machinery.bench import main
-
-    from .helpers import SEARCH_MACHINERY_CONFIGS
-
-    main(
-        [
-            "--workload", "none", SEARCH_MACHINERY_CONFIGS, f"experiment=zoo_{name}",
-            "--steps", "6", "--warmup", "2", "--repeats", "1", "--out", str(tmp_path),
-        ]
-    )  # fmt: skip
-    result = json.loads((tmp_path / "bench_custom_cpu.json").read_text())
-    assert capsys.readouterr().out.strip().splitlines()[-1] == f"ratio {result['ratio']:.3f}"
-    assert all(m["median"] > 0 for m in result["methods"].values()), result["methods"]
+    assert_the_benchmark_times(name, tmp_path, capsys)
 
 
 def test_ddp_spawn_in_a_sweep_of_two_jobs_with_their_tests(tmp_path: Path) -> None:

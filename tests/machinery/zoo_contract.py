@@ -9,6 +9,7 @@ can (a `-m` sweep over `experiment=zoo_<name>`), as a team sweeps its own experi
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from .helpers import ROOT, SEARCH_MACHINERY_CONFIGS, clean_env, pinned, read_metrics, run_entry
@@ -270,3 +272,19 @@ def assert_same_run(resumed: Path, reference: Path) -> None:
     assert (resumed / "csv" / "metrics.csv").read_text() == (
         reference / "csv" / "metrics.csv"
     ).read_text()
+
+
+def assert_the_benchmark_times(name: str, out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m ...bench --workload none experiment=zoo_<name>`, in this process: it ends
+    printing the ratio its JSON holds, and times every method."""
+    from my_project.machinery.bench import main
+
+    main(
+        [
+            "--workload", "none", SEARCH_MACHINERY_CONFIGS, f"experiment=zoo_{name}",
+            "--steps", "6", "--warmup", "2", "--repeats", "1", "--out", str(out),
+        ]
+    )  # fmt: skip
+    result = json.loads((out / "bench_custom_cpu.json").read_text())
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"ratio {result['ratio']:.3f}"
+    assert all(m["median"] > 0 for m in result["methods"].values()), result["methods"]
