@@ -7,7 +7,7 @@ import collections
 from typing import Any
 
 import torch
-from lightning.pytorch import Callback, Trainer
+from lightning.pytorch import Callback, LightningModule, Trainer
 from torch.overrides import TorchFunctionMode
 
 # Calls that make the host wait for the device (or would, on a GPU): reading a value out of a
@@ -48,15 +48,26 @@ class HostSyncCounter(TorchFunctionMode):
 
 
 class CountHostSyncsInSteps(Callback):
-    """Activates the counter from the start to the end of each training batch (step,
-    backward, optimizer step and every hook in between), after the first batch."""
+    """Counts, per training step after the first, the host syncs of the whole step: fetching the
+    batch, every hook of every callback and of the module, the step, backward and optimizer
+    step (the training loop's ``advance``, wrapped on this run's loop). ``per_step`` holds each
+    step's counts; ``counter.calls`` their sum."""
 
     def __init__(self) -> None:
         self.counter = HostSyncCounter()
-        self.steps = 0
+        self.per_step: list[collections.Counter[str]] = []
 
-    def on_train_batch_start(self, trainer: Trainer, pl_module: Any, batch: Any, idx: int) -> None:
-        if idx >= 1:
+    @property
+    def steps(self) -> int:
+        return len(self.per_step)
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        loop = trainer.fit_loop.epoch_loop
+        advance = loop.advance
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if loop.batch_progress.current.completed < 1:  # the first step sets things up
+                return advance(*args, **kwargs)
             # An optimizer's step counter lives on the host by design: reading it is no sync.
             self.counter.ignored = {
                 id(state["step"])
@@ -64,11 +75,10 @@ class CountHostSyncsInSteps(Callback):
                 for state in optimizer.state.values()
                 if "step" in state
             }
-            self.counter.__enter__()
+            before = collections.Counter(self.counter.calls)
+            with self.counter:
+                result = advance(*args, **kwargs)
+            self.per_step.append(self.counter.calls - before)
+            return result
 
-    def on_train_batch_end(
-        self, trainer: Trainer, pl_module: Any, out: Any, b: Any, idx: int
-    ) -> None:
-        if idx >= 1:
-            self.counter.__exit__(None, None, None)
-            self.steps += 1
+        loop.advance = counted  # type: ignore[method-assign]

@@ -88,10 +88,10 @@ def test_error_raised_inside_a_constructor_hydra_builds_is_shown_plainly(
 ) -> None:
     """Hydra's `instantiate` wraps what a data module's constructor raises; the user still
     gets the one-paragraph message, not "Error in call to target ..." and a repr."""
-    overrides = [*DOCS_STYLE, *FAST, "data=toy_in_memory", "data.on_device=yes"]
+    overrides = [*DOCS_STYLE, *FAST, "data=toy_in_memory", "data.num_samples=0"]
     code, err = train_in_process(overrides, tmp_path, capsys)
     assert code == 2
-    assert "data.on_device='yes': expected true" in err and "auto" in err
+    assert "data.num_samples=0: expected a count" in err
     assert "Error in call to target" not in err and "UserError(" not in err
 
 

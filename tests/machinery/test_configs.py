@@ -58,9 +58,9 @@ def test_trainer_arguments_are_overridable(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "profiler"),
     [
-        ([], "NullProfiler"),
+        ([], "PassThroughProfiler"),
         (["debug=profiler"], "SimpleProfiler"),
-        (["trainer.profiler=advanced"], "AdvancedProfiler"),
+        (["++trainer.profiler=advanced"], "AdvancedProfiler"),  # what train.py makes of it
     ],
 )
 def test_trainer_profiles_nothing_by_default_and_profiles_on_request(

@@ -1,5 +1,5 @@
 """A data module on the template's `InMemoryDataModule` base, for the tests of that base
-(whole-batch indexing, `data.on_device`, mid-epoch resume): points labelled by a fixed random
+(whole-batch indexing, mid-epoch resume): points labelled by a fixed random
 linear map, as in docs_style.py, held as tensors."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from my_project.machinery.data.in_memory import InMemoryDataModule, Split
+from my_project.machinery.errors import UserError
 
 
 class ToyInMemoryData(InMemoryDataModule):
@@ -25,8 +26,9 @@ class ToyInMemoryData(InMemoryDataModule):
         pin_memory: bool | None = None,
         persistent_workers: bool = False,
         shuffle_seed: int | None = None,
-        on_device: bool | str = "auto",
     ) -> None:
+        if num_samples < 1:  # a data module's own refusal of a value
+            raise UserError(f"data.num_samples={num_samples}: expected a count of 1 or more.")
         super().__init__(
             batch_size=batch_size,
             val_fraction=val_fraction,
@@ -36,7 +38,6 @@ class ToyInMemoryData(InMemoryDataModule):
             pin_memory=pin_memory,
             persistent_workers=persistent_workers,
             shuffle_seed=shuffle_seed,
-            on_device=on_device,
         )
         self.num_features, self.num_classes = num_features, num_classes
 

@@ -104,12 +104,6 @@ CASES: list[tuple[str, str, str, str]] = [
         "data.num_workers=-1",
         "`data.num_workers=-1` must be a whole number >= 0",
     ),
-    (
-        "on_device not a choice",
-        "train",
-        "data.on_device=yes",
-        "data.on_device='yes': expected true",
-    ),
     ("negative learning rate", "train", "model.lr=-1", "`model.lr=-1` must be a number >= 0"),
     ("learning rate not a number", "train", "model.lr=fast", "`model.lr='fast'` must be a number"),
     (

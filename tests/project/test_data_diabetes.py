@@ -24,7 +24,7 @@ def test_the_model_is_told_the_input_shape_and_the_targets_scale() -> None:
     offered = DiabetesDataModule().model_kwargs()
     assert offered["in_shape"] == (10,)
     assert 100 < offered["target_mean"] < 200 and 50 < offered["target_std"] < 100
-    data = DiabetesDataModule(batch_size=16, on_device=False)
+    data = DiabetesDataModule(batch_size=16)
     data.setup()
     x, y = next(iter(data.train_dataloader()))
     assert x.shape == (16, 10) and y.dtype == torch.float32

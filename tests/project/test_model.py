@@ -95,11 +95,8 @@ class GradientsAfterClipping:
 def test_trainer_gradient_clipping_still_clips(
     tmp_path: Path, clip: float | None, algorithm: str | None
 ) -> None:
-    """`trainer.gradient_clip_val` and `gradient_clip_algorithm` clip the example's gradients
-    (with the template's lean steps in place)."""
+    """`trainer.gradient_clip_val` and `gradient_clip_algorithm` clip the example's gradients."""
     from lightning.pytorch import Callback, Trainer
-
-    from my_project.machinery.callbacks.lean_steps import LeanSteps
 
     seen = GradientsAfterClipping()
 
@@ -117,7 +114,7 @@ def test_trainer_gradient_clipping_still_clips(
         limit_val_batches=0,
         gradient_clip_val=clip,
         gradient_clip_algorithm=algorithm,
-        callbacks=[Watch(), LeanSteps()],
+        callbacks=[Watch()],
     )
     trainer.fit(build_model(tmp_path), datamodule=DigitsDataModule())
     if clip is None:

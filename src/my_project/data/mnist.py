@@ -117,7 +117,6 @@ class MNISTDataModule(InMemoryDataModule):
         pin_memory: bool | None = None,
         persistent_workers: bool = False,
         shuffle_seed: int | None = None,
-        on_device: bool | str = "auto",
         mirrors: Sequence[str] = MNIST_MIRRORS,
         download: bool = True,
     ) -> None:
@@ -130,7 +129,6 @@ class MNISTDataModule(InMemoryDataModule):
             pin_memory=pin_memory,
             persistent_workers=persistent_workers,
             shuffle_seed=shuffle_seed,
-            on_device=on_device,
         )
         self.data_dir = Path(data_dir)
         self.mirrors = tuple(mirrors)

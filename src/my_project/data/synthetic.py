@@ -32,7 +32,6 @@ class SyntheticDataModule(InMemoryDataModule):
         pin_memory: bool | None = None,
         persistent_workers: bool = False,
         shuffle_seed: int | None = None,
-        on_device: bool | str = "auto",
     ) -> None:
         super().__init__(
             batch_size=batch_size,
@@ -43,7 +42,6 @@ class SyntheticDataModule(InMemoryDataModule):
             pin_memory=pin_memory,
             persistent_workers=persistent_workers,
             shuffle_seed=shuffle_seed,
-            on_device=on_device,
         )
         self.image_shape = tuple(image_shape)
         self.num_classes = num_classes

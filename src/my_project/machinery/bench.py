@@ -134,7 +134,7 @@ def compose(args: argparse.Namespace) -> Any:
 
     overrides = [
         # The template's step machinery, no checkpoints or plots (an override can change it).
-        "callbacks=[progress_bar,lean_steps,resumable_loader]",
+        "callbacks=[progress_bar,resumable_loader]",
         *args.overrides,
         f"trainer.accelerator={'gpu' if args.device == 'cuda' else 'cpu'}",
         "trainer.devices=1",

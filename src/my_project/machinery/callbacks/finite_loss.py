@@ -1,16 +1,12 @@
-"""Stop at the first NaN/inf training loss, before it reaches any checkpoint.
+"""Stop at the first NaN/inf training loss, before any checkpoint holds what followed it.
 
-Lightning's ``EarlyStopping(check_finite=True)`` only looks at a monitored metric at epoch or
-validation end, by which time NaN weights may have been saved; ``detect_anomaly`` slows every
-step. This keeps a flag on the device (no host sync per step), reads it every
-``check_every_n_steps`` steps and always before a checkpoint is written, so no checkpoint ever
-holds weights from after the bad step.
-
-The loss can stay finite while the optimizer's state already overflowed (AdamW's
-``exp_avg_sq`` at a huge learning rate): a checkpoint of that state fails again at the same
-step when resumed. So before every save the checkpoint's weights and optimizer states are
-checked too (one pass over them per save), and a non-finite one stops the run the same way:
-the checkpoints kept are always finite, and a resume with a lower learning rate goes on.
+Lightning's ``EarlyStopping(check_finite=True)`` looks only at a monitored metric at epoch or
+validation end, by when NaN weights may have been saved; ``detect_anomaly`` slows every step.
+Here a flag stays on the device (no host sync per step) and is read every
+``check_every_n_steps`` steps and before every checkpoint. The loss can stay finite while the
+optimizer's state already overflowed (AdamW's ``exp_avg_sq`` at a huge learning rate), so a
+checkpoint's weights and optimizer state are checked too before it is written: every checkpoint
+kept is finite, and a resume with a lower learning rate goes on from it.
 """
 
 from __future__ import annotations
@@ -21,6 +17,7 @@ from typing import Any
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning_utilities.core.apply_func import apply_to_collection
 from torch import Tensor
 from torchmetrics import Metric
 
@@ -28,35 +25,28 @@ from ..errors import UserError
 
 
 class NonFiniteLossError(UserError):
-    """Training produced a NaN or infinite loss."""
-
     exit_code = 3
 
 
 class StopOnNonFiniteLoss(Callback):
     def __init__(self, check_every_n_steps: int = 1) -> None:
         self.check_every_n_steps = max(1, int(check_every_n_steps))
-        self._first_step: Tensor | None = None  # global step of the first bad loss, -1 if none
-        self._first_value: Tensor | None = None
+        self._step: Tensor | None = None  # global step of the first bad loss, -1 if none
+        self._value: Tensor | None = None
 
     def on_train_batch_end(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, *args: Any
     ) -> None:
         loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
         if not isinstance(loss, Tensor):
             return
         loss = loss.detach().float()
-        if self._first_step is None or self._first_value is None:
-            self._first_step = torch.full((), -1, dtype=torch.long, device=loss.device)
-            self._first_value = torch.zeros((), device=loss.device)
-        new = (self._first_step < 0) & ~torch.isfinite(loss)
-        self._first_step = torch.where(new, trainer.global_step, self._first_step)
-        self._first_value = torch.where(new, loss, self._first_value)
+        if self._step is None or self._value is None:
+            self._step = torch.full((), -1, dtype=torch.long, device=loss.device)
+            self._value = torch.zeros((), device=loss.device)
+        new = (self._step < 0) & ~torch.isfinite(loss)
+        self._step = torch.where(new, trainer.global_step, self._step)
+        self._value = torch.where(new, loss, self._value)
         if trainer.global_step % self.check_every_n_steps == 0:
             self._check(trainer)
 
@@ -66,90 +56,57 @@ class StopOnNonFiniteLoss(Callback):
     def on_save_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
     ) -> None:
-        # Raising here keeps the previous (good) file in place.
-        self._check(trainer)
+        self._check(trainer)  # raising here keeps the previous (good) file
         # Metric states (a running sum of huge losses) may overflow harmlessly: not weights.
         metrics = tuple(f"{n}." for n, m in pl_module.named_modules() if isinstance(m, Metric))
         weights = {
-            k: v
-            for k, v in (checkpoint.get("state_dict") or {}).items()
-            if not k.startswith(metrics)
+            k: v for k, v in checkpoint.get("state_dict", {}).items() if not k.startswith(metrics)
         }
-        parts = {"state_dict": weights, "optimizer_states": checkpoint.get("optimizer_states")}
-        broken = [part for part, data in parts.items() if not all_finite(_tensors(data))]
+        parts = {"the weights": weights, "the optimizer state": checkpoint.get("optimizer_states")}
+        broken = [name for name, part in parts.items() if not all_finite(part)]
         if broken:
-            raise NonFiniteLossError(self._state_message(trainer, broken))
+            raise NonFiniteLossError(
+                f"Training stopped: {' and '.join(broken)} held NaN or inf at step "
+                f"{trainer.global_step} (epoch {trainer.current_epoch}), while the loss was still "
+                f"finite, so no checkpoint was written from it. {_advice(trainer)}"
+            )
 
     def _check(self, trainer: Trainer) -> None:
-        if self._first_step is None or self._first_value is None:
+        if self._step is None or self._value is None or (step := int(self._step)) < 0:  # a sync
             return
-        step = int(self._first_step)  # the one host sync
-        if step < 0:
-            return
-        raise NonFiniteLossError(self._message(trainer, step, float(self._first_value)))
-
-    @classmethod
-    def _state_message(cls, trainer: Trainer, broken: list[str]) -> str:
-        what = " and ".join(
-            {"state_dict": "the weights", "optimizer_states": "the optimizer state"}[part]
-            for part in broken
-        )
-        return (
-            f"Training stopped: {what} held NaN or inf at step {trainer.global_step} (epoch "
-            f"{trainer.current_epoch}), while the loss was still finite, so no checkpoint was "
-            f"written from it. {cls._kept(trainer)} {cls._causes(trainer)}"
-        )
-
-    @staticmethod
-    def _kept(trainer: Trainer) -> str:
-        saved = sorted(
-            {
-                path
-                for cb in trainer.checkpoint_callbacks
-                for path in (getattr(cb, "last_model_path", ""), getattr(cb, "best_model_path", ""))
-                if path and Path(path).is_file()
-            }
-        )
-        if not saved:
-            return "No checkpoint had been written yet."
-        return (
-            f"The checkpoints written before it are kept (their weights and optimizer states are "
-            f"finite): {', '.join(saved)}."
-        )
-
-    @staticmethod
-    def _causes(trainer: Trainer) -> str:
-        lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else None
-        lr_text = f"the learning rate ({lr:g}) is too high" if lr is not None else "a too-high lr"
-        return (
-            f"Likely causes: {lr_text} (lower `model.lr`; `python train.py resume=<run dir> "
-            "model.lr=...` goes on from the last checkpoint), exploding gradients (try "
-            "`++trainer.gradient_clip_val=1.0`), NaN or inf values in the input data, or float16 "
-            "overflow (try `trainer.precision=bf16-mixed` or `32-true`)."
-        )
-
-    @classmethod
-    def _message(cls, trainer: Trainer, step: int, value: float) -> str:
-        return (
-            f"Training stopped: the training loss was {value} at step {step} (epoch "
-            f"{trainer.current_epoch}). {cls._kept(trainer)} {cls._causes(trainer)}"
+        raise NonFiniteLossError(
+            f"Training stopped: the training loss was {float(self._value)} at step {step} (epoch "
+            f"{trainer.current_epoch}). {_advice(trainer)}"
         )
 
 
-def _tensors(data: Any) -> list[Tensor]:
-    """The floating-point tensors anywhere in nested dicts and lists."""
-    if isinstance(data, Tensor):
-        return [data] if data.is_floating_point() or data.is_complex() else []
-    if isinstance(data, Mapping):
-        return [t for value in data.values() for t in _tensors(value)]
-    if isinstance(data, (list, tuple)):
-        return [t for value in data for t in _tensors(value)]
-    return []
+def _advice(trainer: Trainer) -> str:
+    kept = sorted(
+        {
+            getattr(cb, a, "")
+            for cb in trainer.checkpoint_callbacks
+            for a in ("last_model_path", "best_model_path")
+        }
+    )
+    kept = [path for path in kept if path and Path(path).is_file()]
+    lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else float("nan")
+    return (
+        "The checkpoints written before it are kept (their weights and optimizer states are "
+        f"finite): {', '.join(kept)}."
+        if kept
+        else "No checkpoint had been written yet."
+    ) + (
+        f" Likely causes: the learning rate ({lr:g}) is too high (lower `model.lr`; `python "
+        "train.py resume=<run dir> model.lr=...` goes on from the last checkpoint), exploding "
+        "gradients (try `++trainer.gradient_clip_val=1.0`), NaN or inf values in the input data, "
+        "or float16 overflow (try `trainer.precision=bf16-mixed` or `32-true`)."
+    )
 
 
-def all_finite(tensors: list[Tensor]) -> bool:
-    """Whether every value of every tensor is finite: one host sync per device."""
+def all_finite(data: Any) -> bool:
+    """Whether every tensor anywhere in ``data`` is finite: one host sync per device."""
     flags: dict[torch.device, list[Tensor]] = {}
-    for tensor in tensors:
-        flags.setdefault(tensor.device, []).append(torch.isfinite(tensor).all())
+    apply_to_collection(
+        data, Tensor, lambda t: flags.setdefault(t.device, []).append(torch.isfinite(t).all())
+    )
     return all(bool(torch.stack(device_flags).all()) for device_flags in flags.values())

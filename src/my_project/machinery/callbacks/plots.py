@@ -22,6 +22,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 
+from ..lightning_compat import logged_entries, logged_name, training_results, validation_results
 from ..plotting import (
     confusion_matrix,
     plot_confusion_matrix,
@@ -31,7 +32,6 @@ from ..plotting import (
 )
 from ..reliability.per_rank import gather_from_ranks
 from ..tasks import binary_probabilities
-from .logged import logged_entries, logged_name, training_results, validation_results
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,9 @@
-"""`PerRankCallbackStates`: every callback resumes with its own process's state under DDP.
+"""Under DDP every callback resumes with its own process's state, not rank 0's.
 
-Lightning writes a checkpoint from the process of rank 0, so each callback's ``state_dict``
-in it is rank 0's, and every process gets rank 0's back on resume. Where the states differ
-(a best-checkpoint or early-stopping callback whose monitored value was logged without
-``sync_dist``, so each process compared its own values), the processes then decide otherwise
-than they did before the stop: ModelCheckpoint saves only when every process agrees, so a
-resumed run keeps another best checkpoint, and tests another model, than one that never
-stopped. This callback saves every other callback's state of every process in the
-checkpoint and gives each process its own back when training resumes. In one process it does
-nothing.
+A best-checkpoint or early-stopping callback whose monitored value was logged without
+``sync_dist`` compares each process's own values; restored with rank 0's state, the processes
+would decide otherwise than before the stop (ModelCheckpoint saves only when all agree), and a
+resumed run would keep another best checkpoint than one that never stopped.
 """
 
 from __future__ import annotations
@@ -17,39 +12,23 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from ..reliability.per_rank import gather_from_ranks, own_entry
-from .epoch_state import PartialEpochState
-from .rng_state import RNGStateCallback
-
-# Callbacks that keep a state per process themselves.
-_OWN_PER_RANK = (PartialEpochState, RNGStateCallback)
+from ..reliability.per_rank import PerRankState
 
 
-class PerRankCallbackStates(Callback):
-    def __init__(self) -> None:
-        self._pending: list[Any] | None = None
+class PerRankCallbackStates(PerRankState):
+    """Every other callback's ``state_dict`` of every process (those keeping their own per
+    process excepted); nothing to do in one process."""
 
     def _others(self, trainer: Trainer) -> list[Callback]:
         callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]
-        return [cb for cb in callbacks if cb is not self and not isinstance(cb, _OWN_PER_RANK)]
+        return [cb for cb in callbacks if not isinstance(cb, PerRankState)]
 
-    def on_save_checkpoint(
-        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
-    ) -> None:
+    def collect(self, trainer: Trainer, pl_module: LightningModule) -> Any:
         if trainer.world_size == 1:
-            return
-        states = {cb.state_key: cb.state_dict() for cb in self._others(trainer)}
-        ranks = gather_from_ranks({key: state for key, state in states.items() if state})
-        checkpoint.setdefault("callbacks", {})[self.state_key] = {"ranks": ranks}
+            return None
+        return {cb.state_key: state for cb in self._others(trainer) if (state := cb.state_dict())}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._pending = state_dict.get("ranks")
-
-    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        ranks, self._pending = self._pending, None
-        own = own_entry(ranks, trainer.global_rank, trainer.world_size) if ranks else None
-        if not own:  # nothing saved, or another number of processes
-            return
+    def restore(self, trainer: Trainer, pl_module: LightningModule, state: Any) -> None:
         for callback in self._others(trainer):
-            if callback.state_key in own:
-                callback.load_state_dict(own[callback.state_key])
+            if callback.state_key in state:
+                callback.load_state_dict(state[callback.state_key])

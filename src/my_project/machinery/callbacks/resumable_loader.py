@@ -1,26 +1,22 @@
-"""`ResumableTrainLoader`: any data module's training loader resumes mid-epoch exactly.
+"""Any data module's training loader resumes mid-epoch exactly.
 
-A plain ``DataLoader(dataset, shuffle=True)`` has no state for a checkpoint: a run resumed
-from a mid-epoch checkpoint restarts the epoch from its first batch in a new order (Lightning
-warns, and trains on some samples twice and others not at all). This callback wraps the data
-module's ``train_dataloader`` for the time of a fit, so that a plain ``DataLoader`` it returns
-becomes a `ResumableDataLoader` over the same data set, batch size, collate function and
-workers: its order of epoch ``e`` is a function of ``(seed, e)`` and its position in the epoch
-is saved in every checkpoint (`data/resumable.py`). Loaders that are not plain DataLoaders
-(a subclass, an iterable, an already resumable one) are left as they are; one that cannot
-resume exactly by itself (no ``state_dict``) is named once, when training starts, with what to
-change.
+A plain ``DataLoader(dataset, shuffle=True)`` has no state for a checkpoint: a run resumed from
+a mid-epoch checkpoint restarts that epoch in a new order (training on some samples twice, on
+others not at all). For the time of a fit, a plain ``DataLoader`` the data module's
+``train_dataloader`` returns becomes a `ResumableDataLoader` over the same data set, batch size,
+collate function and workers (`data/resumable.py`). Other loaders are left as they are; one
+that cannot resume by itself (no ``state_dict``) is named once, with what to change.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities import rank_zero_warn
-from lightning.pytorch.utilities.data import _get_dataloader_init_args_and_kwargs
 from torch.utils.data import (
     BatchSampler,
     DataLoader,
@@ -29,31 +25,28 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
+from .. import lightning_compat as compat
 from ..data.resumable import EpochSequentialSampler, EpochShuffleSampler, ResumableDataLoader
 
-_WRAPPED = "_resumable_train_loader"
+_WRAPS = "_resumable_loader_wraps"
 
 
 class ResumableTrainLoader(Callback):
     """``seed``: of the epochs' order (``null``: one is drawn and kept in the checkpoints)."""
 
     def __init__(self, seed: int | None = None) -> None:
-        self.seed = seed
-        self._warned = False
+        self.seed, self._warned = seed, False
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        datamodule = getattr(trainer, "datamodule", None)  # set by Lightning when fit starts
-        if stage != "fit" or datamodule is None:
+        datamodule = trainer.datamodule  # type: ignore[attr-defined]
+        if stage != "fit" or datamodule is None or hasattr(datamodule.train_dataloader, _WRAPS):
             return
         hook = datamodule.train_dataloader
-        if getattr(hook, _WRAPPED, False):
-            return
 
         @functools.wraps(hook)
         def train_dataloader() -> Any:
             loader = resumable(hook(), self.seed)
-            reason = not_resumable(loader)
-            if reason and not self._warned:
+            if (reason := not_resumable(loader)) and not self._warned:
                 self._warned = True
                 rank_zero_warn(
                     f"The training loader cannot resume mid-epoch exactly ({reason}): a run "
@@ -65,38 +58,39 @@ class ResumableTrainLoader(Callback):
                 )
             return loader
 
-        setattr(train_dataloader, _WRAPPED, True)
+        setattr(train_dataloader, _WRAPS, hook)
         datamodule.train_dataloader = train_dataloader
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        datamodule = getattr(trainer, "datamodule", None)
-        if datamodule is not None and getattr(
-            vars(datamodule).get("train_dataloader"), _WRAPPED, False
-        ):
+        datamodule = trainer.datamodule  # type: ignore[attr-defined]
+        hook = getattr(vars(datamodule or object).get("train_dataloader"), _WRAPS, None)
+        if hook is not None:  # the data module's own hook back, as it was
             del datamodule.train_dataloader
+            if not inspect.ismethod(hook):
+                datamodule.train_dataloader = hook
 
 
 def resumable(loader: Any, seed: int | None) -> Any:
-    """``loader`` as a `ResumableDataLoader`, when it is a plain DataLoader that samples its
+    """``loader`` as a `ResumableDataLoader` when it is a plain DataLoader that samples its
     map-style data set in order or shuffled (each sample once an epoch); else ``loader``."""
     if type(loader) is not DataLoader or type(loader.batch_sampler) is not BatchSampler:
         return loader
-    sampler = loader.sampler
+    sampler, dataset = loader.sampler, loader.dataset
     if isinstance(sampler, RandomSampler) and not sampler.replacement:
-        if sampler.num_samples != len(loader.dataset):  # type: ignore[arg-type]
+        if sampler.num_samples != len(dataset):  # type: ignore[arg-type]
             return loader
-        sampler = EpochShuffleSampler(loader.dataset, seed=seed)  # type: ignore[arg-type]
+        sampler = EpochShuffleSampler(dataset, seed=seed)  # type: ignore[arg-type]
     elif type(sampler) is SequentialSampler:
-        sampler = EpochSequentialSampler(loader.dataset, seed=seed)  # type: ignore[arg-type]
+        sampler = EpochSequentialSampler(dataset, seed=seed)  # type: ignore[arg-type]
     else:
         return loader
-    args, kwargs = _get_dataloader_init_args_and_kwargs(loader, sampler, RunningStage.TRAINING)
+    args, kwargs = compat.loader_args(loader, sampler, RunningStage.TRAINING)
     return ResumableDataLoader(*args, **kwargs)
 
 
 def not_resumable(loader: Any) -> str | None:
-    """Why ``loader`` (as `resumable` left it) cannot continue mid-epoch where it stopped;
-    None when it can (it has ``state_dict``/``load_state_dict``, as Lightning asks)."""
+    """Why ``loader`` (as `resumable` left it) cannot go on mid-epoch where it stopped; None
+    when it can (it has ``state_dict``/``load_state_dict``, as Lightning asks)."""
     if callable(getattr(loader, "state_dict", None)) and callable(
         getattr(loader, "load_state_dict", None)
     ):

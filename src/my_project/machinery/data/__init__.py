@@ -1,2 +1,2 @@
-"""Base classes and loaders a team's data module may use: `InMemoryDataModule` (splits held
-as tensors, whole-batch indexing, batches sliced on the device, resumable mid-epoch)."""
+"""Bases a team's data module may use: `InMemoryDataModule` (splits held as tensors, whole-batch
+indexing, resumable mid-epoch) and `ResumableDataLoader`."""

@@ -1,36 +1,27 @@
 """SIGTERM and Ctrl-C stop a run cleanly: training at a step every process agrees on, with a
 checkpoint and a resume hint; anything else at once. A second signal stops at once.
 
-What Lightning 2.6 does by itself falls short: its SIGTERM handler runs a collective
-(``dist.broadcast``) inside the signal handler and each process then stops at the next batch
-*it* reaches, so the processes of a DDP run can stop at different steps, wait for each other
-in mismatched collectives and hang; SIGTERM exits 0 (a scheduler would think the job
-succeeded); Ctrl-C raises ``KeyboardInterrupt`` wherever the program is and exits 1. Here:
+Lightning alone falls short: its SIGTERM handler runs a collective inside the handler and each
+process stops at the next batch *it* reaches, so DDP processes can stop at different steps and
+hang in mismatched collectives; SIGTERM exits 0 (a scheduler thinks the job succeeded); Ctrl-C
+raises ``KeyboardInterrupt`` wherever the program is. Here:
 
-- :func:`install_handlers` (at the start of every job) makes SIGTERM and SIGINT only *record*
-  the request; no collective, no exception, inside the handler. Outside training the
-  request stops the run at once (:class:`StopRequested`, like ``KeyboardInterrupt``).
-- :func:`stoppable` (around ``trainer.fit`` and ``trainer.test``) keeps Lightning's own handler
-  out and adds :class:`StopTogether`: during training all processes decide together, after a
-  batch, at the end of validation and of an epoch (an all-reduce of the request, under DDP),
-  and a stop becomes Lightning's "stop between batches" on all of them at the same step,
-  where ``callbacks.LastCheckpoint`` saves ``last.ckpt``. At the end of training it lets
-  training finish (its metrics recorded) and stops before the test; during the test (nothing
-  to save) the run stops at the next batch.
-- The run exits with 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM), after
-  printing how to resume. A second signal prints one line and exits at once, stopping the
-  processes this one launched.
+- `install_handlers` (at the start of every job) makes SIGTERM and SIGINT *record* the request.
+  Outside training the request stops the run at once (`StopRequested`, like KeyboardInterrupt).
+- `StopTogether` (a callback of the run's config) puts that handler back in place of
+  Lightning's while a Trainer runs, and takes a request up between batches: every N steps
+  under DDP (one tiny all-reduce; every batch in one process), at the end of validation and of
+  an epoch, all processes agree and stop at the same step, where ``LastCheckpoint`` saves.
+- The run exits with 128 + the signal number (130 Ctrl-C, 143 SIGTERM), saying how to resume.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -38,14 +29,15 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
 
+from .. import lightning_compat as compat
 from ..distributed import is_rank_zero
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class StopRequested(BaseException):
-    """A stop signal arrived where nothing needs saving (outside training); a BaseException
-    like ``KeyboardInterrupt``, so ordinary ``except Exception`` blocks let it through."""
+    """A stop signal where nothing needs saving; a BaseException like ``KeyboardInterrupt``,
+    so ordinary ``except Exception`` blocks let it through."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal_name(signum))
@@ -55,8 +47,8 @@ class StopRequested(BaseException):
 class _State:
     received: list[int] = []  # the stop signals this process received in the current job
     agreed = False  # the processes decided to stop (the signal may have reached another one)
-    in_training_loop = False  # inside `stoppable`: the request is taken up between batches
-    trainer: Any = None  # the Trainer of the current `stoppable`: its launcher's processes
+    in_training_loop = False  # a Trainer with StopTogether runs: requests wait for a batch end
+    trainer: Any = None  # that Trainer: its launcher's processes
     launched: list[subprocess.Popen] = []  # DDP processes this one started, once detached
 
 
@@ -65,16 +57,14 @@ def signal_name(signum: int) -> str:
 
 
 def requested_signal() -> int | None:
-    """The first stop signal of this job, if one arrived (SIGTERM when only another process
-    of the run received one)."""
+    """The first stop signal of this job (SIGTERM when only another process received one)."""
     if _State.received:
         return _State.received[0]
     return signal.SIGTERM if _State.agreed else None
 
 
 def _say(text: str) -> None:
-    # os.write, not print: a handler may interrupt a print to the same stream.
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # os.write: a handler may interrupt a print
         os.write(2, f"\n{text}\n".encode())
 
 
@@ -97,103 +87,71 @@ def _handle(signum: int, frame: FrameType | None) -> None:
 
 def install_handlers() -> None:
     """Make SIGTERM and Ctrl-C request a stop (see the module docstring); main thread only."""
-    _State.received.clear()
-    _State.agreed = False
+    _State.received, _State.launched, _State.agreed, _State.trainer = [], [], False, None
     _State.in_training_loop = False
-    _State.trainer = None
-    _State.launched = []
     if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
             signal.signal(signum, _handle)
 
 
-@contextlib.contextmanager
-def stoppable(trainer: Trainer) -> Iterator[None]:
-    """Run ``trainer.fit``/``trainer.test`` inside: a stop request is taken up between batches,
-    by every process at the same step (:class:`StopTogether`)."""
-    connector = trainer._signal_connector  # Lightning 2.x: what registers its SIGTERM handler
-    register = connector.register_signal_handlers
-    # Module-level functions (a partial of one), not closures or lambdas: the spawn launchers
-    # (`ddp_spawn`) pickle the Trainer, these attributes included.
-    connector.register_signal_handlers = functools.partial(_register_without_sigterm, register)  # type: ignore[method-assign]
-    # Lightning 2.6 also broadcasts rank 0's stop flag before every batch under DDP (a
-    # collective and a host sync per step); StopTogether's all-reduce decides instead, and the
-    # flag is only ever set on every process at once, so that broadcast is left out.
-    epoch_loop = trainer.fit_loop.epoch_loop
-    if hasattr(epoch_loop, "_broadcast_sigterm_tensor"):
-        epoch_loop._broadcast_sigterm_tensor = _no_broadcast  # type: ignore[method-assign]
-    callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]
-    if not any(isinstance(cb, StopTogether) for cb in callbacks):
-        callbacks.append(StopTogether())
-    _State.in_training_loop = True
-    _State.trainer = trainer
-    try:
-        signum = requested_signal()
-        if signum is not None:  # it arrived between two phases (e.g. after fit, before test)
-            raise StopRequested(signum)
-        yield
-    finally:
-        _State.in_training_loop = False
-        connector.register_signal_handlers = register  # type: ignore[method-assign]
-        if "_broadcast_sigterm_tensor" in vars(epoch_loop):
-            del epoch_loop._broadcast_sigterm_tensor
-
-
-def _register_without_sigterm(register: Any) -> None:
-    """Lightning's ``register_signal_handlers``, then ours for SIGTERM."""
-    register()  # Lightning's other handlers (SLURM's requeue signal) stay
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _handle)
-
-
-def _no_broadcast() -> None:
-    """In place of Lightning's per-batch broadcast of rank 0's stop flag (see `stoppable`)."""
-
-
 class StopTogether(Callback):
-    """Takes up a stop request between batches, on every process at the same step.
+    """Takes a stop request up between batches, on every process at the same step.
 
-    Training: after a batch (not the last of an epoch: validation and the epoch-end checkpoint
-    come first), at the end of validation and at the end of an epoch, the processes all-reduce
-    "did any of us get a signal" (one tiny collective, under DDP only), and on yes all set
-    Lightning's stop flag, which stops them before the next batch. Test: each process stops
-    at its next batch (the test saves nothing, and its processes may have different numbers of
-    batches, so they cannot meet).
+    Training: after a batch (every ``check_every_n_steps`` batches under DDP; not the last of
+    an epoch, whose validation and checkpoint come first), at the end of validation and of an
+    epoch, the processes agree whether any got a signal, and on yes all set Lightning's stop
+    flag, which stops them before the next batch. Lightning's own per-batch broadcast of
+    rank 0's flag is left out (`lightning_compat.skip_sigterm_broadcast`). Test: each process
+    stops at its next batch (it saves nothing, and processes may have different batch counts).
     """
 
-    def on_train_batch_end(
-        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, idx: int
+    def __init__(self, check_every_n_steps: int = 10) -> None:
+        self.check_every_n_steps = max(1, int(check_every_n_steps))
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if stage in ("fit", "test"):  # elsewhere a request stops the run at once
+            _State.in_training_loop, _State.trainer = True, trainer
+            compat.skip_sigterm_broadcast(trainer)
+
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        _State.in_training_loop = False
+
+    def on_exception(
+        self, trainer: Trainer, pl_module: LightningModule, error: BaseException
     ) -> None:
-        if not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+        _State.in_training_loop = False
+
+    def on_sanity_check_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        _take_sigterm_back()  # Lightning registers its handler when a stage starts
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        _take_sigterm_back()
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            return
+        if trainer.world_size == 1 or (batch_idx + 1) % self.check_every_n_steps == 0:
             self._decide(trainer)
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        if trainer.state.fn == TrainerFn.FITTING:
+        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
             self._decide(trainer)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        _settle_epoch_metrics(trainer)
+        # Lightning's progress bar computes the epoch's metrics (a torchmetrics object logged
+        # on_epoch syncs) on rank 0 alone: compute them on every process before our collective.
+        if trainer.world_size > 1:
+            _ = trainer.callback_metrics
         self._decide(trainer)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._stop_now()
+        _take_sigterm_back()
+        _stop_now()  # a request that came after training, before the test
 
-    def on_test_batch_end(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        self._stop_now()
-
-    @staticmethod
-    def _stop_now() -> None:
-        signum = requested_signal()
-        if signum is not None:
-            raise StopRequested(signum)
+    def on_test_batch_end(self, trainer: Trainer, *args: Any, **kwargs: Any) -> None:
+        _stop_now()
 
     @staticmethod
     def _decide(trainer: Trainer) -> None:
@@ -204,37 +162,31 @@ class StopTogether(Callback):
         if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
             flag = torch.tensor([int(wanted)], device=trainer.strategy.root_device)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            wanted = bool(flag.item())
+            wanted = bool(flag.item())  # the one host sync, every N steps
         if not wanted:
             return
         _State.agreed = True
-        if _training_ends_here(trainer):
-            return  # nothing left to stop: training ends, and the test will not start
-        trainer._signal_connector.received_sigterm = True  # Lightning's "stop between batches"
-        _detach_launched(trainer)
+        if not _training_ends_here(trainer):  # else it finishes, and the test will not start
+            compat.stop_between_batches(trainer)
+            _detach_launched(trainer)
 
 
-def _settle_epoch_metrics(trainer: Trainer) -> None:
-    """Compute the epoch's logged metrics on every process before a collective of ours.
+def _take_sigterm_back() -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _handle)  # Lightning's teardown restores it too
 
-    Lightning's progress bar computes them on rank 0 alone, in its own ``on_train_epoch_end``
-    (a torchmetrics object logged ``on_epoch`` syncs across processes when computed); the other
-    processes compute them later. A collective of ours in between would meet that sync on
-    rank 0 and hang. Computing them here first pairs rank 0's sync with everyone else's (the
-    values are cached: no process computes them twice).
-    """
-    if trainer.world_size > 1:
-        _ = trainer.callback_metrics  # computes every logged metric of the epoch, once
+
+def _stop_now() -> None:
+    if (signum := requested_signal()) is not None:
+        raise StopRequested(signum)
 
 
 def _training_ends_here(trainer: Trainer) -> bool:
-    """Whether training ends at this point anyway (the last batch of the last epoch, or
-    `max_steps`): then it finishes, with its metrics, and the stop comes before the test."""
+    """Whether training ends here anyway (the last batch of the last epoch, `max_steps`)."""
     loop = trainer.fit_loop
-    max_epochs, max_steps = loop.max_epochs, loop.max_steps
-    if max_steps not in (None, -1) and trainer.global_step >= max_steps:
+    if loop.max_steps not in (None, -1) and trainer.global_step >= loop.max_steps:
         return True
-    last_epoch = max_epochs not in (None, -1) and trainer.current_epoch + 1 >= max_epochs
+    last_epoch = loop.max_epochs not in (None, -1) and trainer.current_epoch + 1 >= loop.max_epochs
     return loop.epoch_loop.batch_progress.is_last_batch and (last_epoch or trainer.should_stop)
 
 
@@ -249,10 +201,8 @@ def _detach_launched(trainer: Trainer) -> None:
 
 def _launched_processes() -> list[subprocess.Popen]:
     """The DDP processes this one started: detached ones, else those its launcher watches."""
-    if _State.launched:
-        return list(_State.launched)
     launcher = getattr(getattr(_State.trainer, "strategy", None), "launcher", None)
-    return list(getattr(launcher, "procs", None) or [])
+    return list(_State.launched or getattr(launcher, "procs", None) or [])
 
 
 def _kill(processes: list[subprocess.Popen]) -> None:
@@ -266,8 +216,8 @@ def _kill(processes: list[subprocess.Popen]) -> None:
 
 
 def end_launched(trainer: Trainer | None, timeout: float = 10.0) -> None:
-    """Let the launched DDP processes finish their own stop (they exit by themselves once the
-    checkpoint is saved); stop those still running after ``timeout`` seconds."""
+    """Let the launched DDP processes finish their own stop (they exit once the checkpoint is
+    saved); stop those still running after ``timeout`` seconds."""
     if trainer is not None:
         _detach_launched(trainer)
     for process in _launched_processes():  # still listed: a second signal stops them too

@@ -40,18 +40,10 @@ def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any
     that resumes it. Resuming a run whose training had finished only tests; its train and val
     metrics are those its `metrics.json` already holds.
     """
-    from ..callbacks.monitored_metric import MonitoredMetricIsLogged
-    from ..callbacks.schedule_on_resume import ScheduleOnResume
-
     metrics: dict[str, Any] = {}
     with stops_cleanly(job, metrics):
         if fit:
-            job.trainer.callbacks.append(MonitoredMetricIsLogged())
-            # In every run: its checkpoints record the settings its config built, which a
-            # resume compares with (ReduceLROnPlateau); on resume it applies this run's.
-            job.trainer.callbacks.append(ScheduleOnResume())
-            with signals.stoppable(job.trainer):
-                job.trainer.fit(job.model, datamodule=job.datamodule, ckpt_path=job.ckpt_path)
+            job.trainer.fit(job.model, datamodule=job.datamodule, ckpt_path=job.ckpt_path)
             metrics.update(earlier_metrics(job))
             metrics.update(job.trainer.callback_metrics)
         if test:
@@ -61,8 +53,7 @@ def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any
                     "No best checkpoint was saved; testing the weights as they are at the end "
                     "of training."
                 )
-            with signals.stoppable(job.trainer):
-                job.trainer.test(job.model, datamodule=job.datamodule, ckpt_path=best or None)
+            job.trainer.test(job.model, datamodule=job.datamodule, ckpt_path=best or None)
             metrics.update(job.trainer.callback_metrics)
     return metrics
 

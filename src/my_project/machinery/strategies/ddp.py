@@ -1,26 +1,16 @@
-"""DDP that starts its extra processes correctly under Hydra, multirun (`-m`) included.
+"""Lightning's DDP, starting its processes correctly under Hydra (multirun included), with exact
+evaluation and a rendezvous that cannot hang.
 
-Lightning's `ddp` (and `strategy="auto"` with several devices) re-runs the script once per
-extra device with the parent's command line. Under Hydra that command still holds `-m` and
-every sweep value, so each child starts a sweep of its own; and the launcher leaves
-`LOCAL_RANK`, `WORLD_SIZE`, ... and the process group behind, so the next job of a multirun
-starts no processes and waits forever. `HydraDDPStrategy` changes only that: each child is
-the *current job* as a single run in the same run directory (its own overrides, sweep values
-included, `hydra.output_subdir=null` so Hydra's files are written once), and at the end of
-the job the children are awaited and the process is left as it was (see
-:func:`end_launched_job`, called from the Hydra callback in `machinery/distributed.py`).
+Lightning's launcher re-runs the script for each extra device with the parent's command line:
+under ``-m`` each child starts a sweep of its own, and the launcher leaves its environment
+variables and process group behind, so the next job of a multirun starts no processes and
+waits forever. Here each child is the *current job* as a single run in the same directory, and
+when the job ends its children are awaited and the process is left as it was
+(`end_launched_job`, called by the Hydra callback of `machinery/distributed.py`).
 
-Start-up cannot hang. The children end with the process that launched them, whenever it
-dies (`distributed.die_with_launcher`, first thing in every entry point). And the processes
-meet (the rendezvous) within ``rendezvous_timeout`` seconds (120 by default) or stop with one
-paragraph, instead of torch's 30 minutes, the timeout of every later collective too, which
-stays as Lightning sets it. That short rendezvous is for processes this launcher (or a
-person, by hand) started; torchrun, SLURM and the other cluster environments keep their own.
-
-`registry.register_strategies` makes the `ddp` names of Lightning's StrategyRegistry that use
-the subprocess launcher (`ddp`, `ddp_find_unused_parameters_*`, and so `auto` with several
-devices) build this class. Outside a Hydra run, or when processes are created externally
-(torchrun, SLURM), it behaves exactly like Lightning's DDPStrategy.
+The processes meet within ``rendezvous_timeout`` seconds or stop with one paragraph, instead of
+torch's 30 minutes (later collectives keep Lightning's timeout); torchrun, SLURM and the other
+cluster environments keep their own. Outside Hydra it is Lightning's DDPStrategy.
 """
 
 from __future__ import annotations
@@ -31,69 +21,36 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import torch
 from lightning.fabric.plugins.environments import LightningEnvironment
-from lightning.fabric.utilities.distributed import _init_dist_connection
 from lightning.fabric.utilities.seed import reset_seed
 from lightning.pytorch.strategies import DDPStrategy
-from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
+from .. import lightning_compat as compat
 from ..distributed import at_job_end, launcher_environment
 from ..errors import UserError
-from .samplers import EXACT_MEAN, unpadded
+from .samplers import unpadded
 
-# Seconds the processes of a run have to meet (see the module docstring).
 RENDEZVOUS_TIMEOUT_S = 120.0
-# torch's message when DDP finds parameters a loss did not use (Lightning rewords it later).
 _UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
-_PADDING_WARNING = (
-    r"Using `DistributedSampler` with the dataloaders\. During `trainer\.(test|validate)"
-)
-# Set in the launching process by the launcher (and by Lightning right after it); restored
-# when the job ends so that the next job of a multirun starts from a clean process.
-_LAUNCH_ENV = (
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "NODE_RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "OMP_NUM_THREADS",
-)
-# Hydra overrides that belong to the parent's sweep, not to the job a child re-runs.
-_SWEEP_ONLY_HYDRA_KEYS = (
+_LAUNCH_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
+# Hydra overrides of the parent's sweep, not of the job a child re-runs.
+_SWEEP_ONLY: tuple[str, ...] = (
     "hydra.mode",
     "hydra.run.",
     "hydra.sweep.",
     "hydra.launcher",
     "hydra/launcher",
-    "hydra.sweeper",
-    "hydra/sweeper",
-    "hydra.output_subdir",
 )
+_SWEEP_ONLY += ("hydra.sweeper", "hydra/sweeper", "hydra.output_subdir")
 
-
-@dataclass
-class _LaunchedJob:
-    """What the launcher started and changed for one Hydra job, to undo at its end."""
-
-    output_dir: str
-    saved_env: dict[str, str | None]
-    num_threads: int
-    procs: list[subprocess.Popen] = field(default_factory=list)
-
-
-_launched: _LaunchedJob | None = None
-
-
-def _hydra_quote(value: str) -> str:
-    """A Hydra override value that stays one string whatever characters the path holds."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+# What the launcher started and changed for the current Hydra job, undone when it ends.
+_launched: dict[str, Any] | None = None
 
 
 def hydra_job_command() -> tuple[list[str], str]:
@@ -109,45 +66,29 @@ def hydra_job_command() -> tuple[list[str], str]:
         command = [sys.executable, os.path.join(cwd, sys.argv[0])]
     else:
         command = [sys.executable, "-m", __main__.__spec__.name]
-    # Keep the flags that chose the config (-cp/-cn/-cd), never -m, and replace the command
-    # line's overrides with this job's own (a sweep's values included).
-    args = get_args_parser().parse_args(sys.argv[1:])
-    for flag, value in (
-        ("--config-path", args.config_path),
-        ("--config-name", args.config_name),
-        ("--config-dir", args.config_dir),
-    ):
-        if value is not None:
-            command.append(f"{flag}={value}")
-    command += list(hydra_cfg.overrides.task)
-    command += [
-        o
-        for o in hydra_cfg.overrides.hydra
-        if not o.lstrip("+~").startswith(_SWEEP_ONLY_HYDRA_KEYS)
-    ]
-    command += [
-        # A single run however the parent's multirun was asked for: `-m` is dropped above,
-        # and this also overrides a `hydra.mode: MULTIRUN` set in a config (hparams_search).
-        "hydra.mode=RUN",
-        f"hydra.run.dir={_hydra_quote(hydra_cfg.runtime.output_dir)}",
-        "hydra.output_subdir=null",
-    ]
+    # The flags that chose the config (never -m), then this job's own overrides.
+    args = vars(get_args_parser().parse_args(sys.argv[1:]))
+    for flag in ("config_path", "config_name", "config_dir"):
+        if args[flag] is not None:
+            command.append(f"--{flag.replace('_', '-')}={args[flag]}")
+    command += hydra_cfg.overrides.task
+    command += [o for o in hydra_cfg.overrides.hydra if not o.lstrip("+~").startswith(_SWEEP_ONLY)]
+    quoted = "'" + hydra_cfg.runtime.output_dir.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    # RUN also overrides a `hydra.mode: MULTIRUN` of a config (hparams_search)
+    command += ["hydra.mode=RUN", f"hydra.run.dir={quoted}", "hydra.output_subdir=null"]
     return command, cwd
 
 
 def end_launched_job(succeeded: bool = True, timeout: float = 300.0) -> None:
-    """Wait for the processes this process launched, close the process group, restore the env.
-
-    Called when a Hydra job ends (and, as a safety net, before the next launch), so that the
-    next job of a multirun starts its own processes on a fresh port. After a failed job the
-    children may be waiting in a collective for this process: they are stopped, not awaited.
-    """
+    """Wait for the processes this one launched (stop them after a failed job: they may wait
+    for it in a collective), close the process group and restore the environment, so that the
+    next job of a multirun starts its own processes on a fresh port."""
     global _launched
     job, _launched = _launched, None
     if job is None:
         return
     failed = []
-    for rank, proc in enumerate(job.procs, start=1):
+    for rank, proc in enumerate(job["procs"], start=1):
         if not succeeded:
             proc.kill()
         try:
@@ -157,33 +98,27 @@ def end_launched_job(succeeded: bool = True, timeout: float = 300.0) -> None:
             code = proc.wait()
         if code and succeeded:
             failed.append(f"rank {rank} exited with code {code}")
-    # The list is shared with Lightning's child-process observer thread, which kills this
-    # process when a child exits non-zero: emptied, it sees nothing left to watch and stops.
-    job.procs.clear()
+    job["procs"].clear()  # shared with Lightning's child-process observer: it stops watching
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
-    for key, value in job.saved_env.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    torch.set_num_threads(job.num_threads)
+    os.environ.update({key: value for key, value in job["env"].items() if value is not None})
+    for key in [key for key, value in job["env"].items() if value is None]:
+        os.environ.pop(key, None)
+    torch.set_num_threads(job["threads"])
     if failed:
-        raise RuntimeError(
-            f"DDP processes of the run in {job.output_dir} failed: {'; '.join(failed)}"
-        )
+        raise RuntimeError(f"DDP processes of the run in {job['dir']} failed: {'; '.join(failed)}")
 
 
-class _HydraJobLauncher(_SubprocessScriptLauncher):
+class _HydraJobLauncher(compat.SubprocessScriptLauncher):
     """Lightning's subprocess launcher whose children re-run the current Hydra job."""
 
     def launch(self, function: Any, *args: Any, trainer: Any = None, **kwargs: Any) -> Any:
         from hydra.core.hydra_config import HydraConfig
 
         if (
-            _launched is not None
+            _launched
             and HydraConfig.initialized()
-            and _launched.output_dir != HydraConfig.get().runtime.output_dir
+            and _launched["dir"] != HydraConfig.get().runtime.output_dir
         ):
             end_launched_job()  # a previous job of this process was not cleaned up
         return super().launch(function, *args, trainer=trainer, **kwargs)
@@ -192,37 +127,33 @@ class _HydraJobLauncher(_SubprocessScriptLauncher):
         from hydra.core.hydra_config import HydraConfig
 
         if not HydraConfig.initialized():
-            super()._call_children_scripts()
-            return
+            return super()._call_children_scripts()
         global _launched
         self._check_can_spawn_children()
-        output_dir = HydraConfig.get().runtime.output_dir
-        _launched = _LaunchedJob(
-            output_dir=output_dir,
-            saved_env={key: os.environ.get(key) for key in _LAUNCH_ENV},
-            num_threads=torch.get_num_threads(),
-        )
+        saved = {key: os.environ.get(key) for key in (*_LAUNCH_ENV, "OMP_NUM_THREADS")}
+        _launched = {"dir": HydraConfig.get().runtime.output_dir, "env": saved, "procs": []}
+        _launched["threads"] = torch.get_num_threads()
         at_job_end(end_launched_job)
-        # The same variables as Lightning's launcher, so Lightning's LightningEnvironment
-        # reads them in every process.
-        os.environ["MASTER_ADDR"] = self.cluster_environment.main_address
-        os.environ["MASTER_PORT"] = str(self.cluster_environment.main_port)
-        os.environ["NODE_RANK"] = str(self.cluster_environment.node_rank())
-        os.environ["LOCAL_RANK"] = str(self.cluster_environment.local_rank())
-        os.environ["WORLD_SIZE"] = f"{self.num_processes * self.num_nodes}"
+        environment = self.cluster_environment  # the variables Lightning's launcher sets
+        values: tuple[Any, ...] = (
+            environment.main_address,
+            environment.main_port,
+            environment.node_rank(),
+        )
+        values += (environment.local_rank(), self.num_processes * self.num_nodes)
+        os.environ.update({key: str(value) for key, value in zip(_LAUNCH_ENV, values, strict=True)})
         command, cwd = hydra_job_command()
-        self.procs = []
         for local_rank in range(1, self.num_processes):
             env = {**os.environ, **launcher_environment(), "LOCAL_RANK": str(local_rank)}
-            self.procs.append(subprocess.Popen(command, env=env, cwd=cwd))
-        _launched.procs = self.procs
+            _launched["procs"].append(subprocess.Popen(command, env=env, cwd=cwd))
+        self.procs = _launched["procs"]
+        return None
 
 
 @contextlib.contextmanager
 def _unused_parameters_explained(strategy: DDPStrategy) -> Iterator[None]:
     """DDP's failure on parameters a loss did not use (a GAN toggling its two optimizers) as
-    one paragraph saying what to run with, instead of a traceback from the backward pass or
-    the next forward (torch's message; Lightning adds its advice only after)."""
+    one paragraph saying what to run with, not a traceback from the backward pass."""
     try:
         yield
     except RuntimeError as error:
@@ -239,9 +170,8 @@ def _unused_parameters_explained(strategy: DDPStrategy) -> Iterator[None]:
 
 
 class HydraDDPStrategy(DDPStrategy):
-    """Lightning's DDPStrategy with a Hydra-aware launcher for its `popen` start method,
-    evaluation loaders that see each sample once (`samplers.unpadded`), and a rendezvous
-    that gives up after ``rendezvous_timeout`` seconds."""
+    """Lightning's DDPStrategy with the Hydra-aware launcher (start method ``popen``),
+    unpadded evaluation loaders, exact means and a rendezvous timeout."""
 
     def __init__(
         self, *args: Any, rendezvous_timeout: float = RENDEZVOUS_TIMEOUT_S, **kwargs: Any
@@ -250,28 +180,31 @@ class HydraDDPStrategy(DDPStrategy):
         self.rendezvous_timeout = rendezvous_timeout
 
     def setup_distributed(self) -> None:
-        """Lightning's, with the store the processes meet at made here, with a short timeout
-        (torch's `init_process_group` takes a ready store)."""
+        """Lightning's, with the store the processes meet at made here, with a short timeout."""
         if (
-            type(self.cluster_environment) is not LightningEnvironment  # torchrun, SLURM...
-            or torch.distributed.is_initialized()  # met already (fit, then test)
+            type(self.cluster_environment) is not LightningEnvironment
+            or torch.distributed.is_initialized()
         ):
-            super().setup_distributed()
-            return
+            return super().setup_distributed()  # torchrun, SLURM..., or met already (fit, test)
         reset_seed()
         self.set_world_ranks()
         self._process_group_backend = self._get_process_group_backend()
-        kwargs: dict[str, Any] = {"timeout": self._timeout, "store": self._meet()}
-        kwargs["device_id"] = self.root_device if self.root_device.type != "cpu" else None
-        _init_dist_connection(self.cluster_environment, self._process_group_backend, **kwargs)
+        device = self.root_device if self.root_device.type != "cpu" else None
+        compat.init_dist_connection(
+            self.cluster_environment,
+            self._process_group_backend,
+            timeout=self._timeout,
+            store=self._meet(),
+            device_id=device,
+        )
+        return None
 
     def _meet(self) -> Any:
-        """The TCP store of rank 0, every process connected, within the rendezvous timeout."""
+        """Rank 0's TCP store, every process connected, within the rendezvous timeout."""
         from torch.distributed import TCPStore
 
         assert self.cluster_environment is not None
-        address = self.cluster_environment.main_address
-        port = self.cluster_environment.main_port
+        address, port = self.cluster_environment.main_address, self.cluster_environment.main_port
         try:
             store = TCPStore(
                 address,
@@ -296,18 +229,25 @@ class HydraDDPStrategy(DDPStrategy):
         return store
 
     def setup(self, trainer: Any) -> None:
-        # Lightning warns, as it gives val/test loaders a DistributedSampler, that it repeats
-        # samples; `process_dataloader` replaces that sampler by one that does not.
-        warnings.filterwarnings("ignore", message=_PADDING_WARNING, category=PossibleUserWarning)
-        EXACT_MEAN.enter()
-        self._exact_mean = True
+        # Lightning warns that its evaluation sampler repeats samples; `process_dataloader`
+        # replaces that sampler by one that does not.
+        message = (
+            r"Using `DistributedSampler` with the dataloaders\. During `trainer\.(test|validate)"
+        )
+        warnings.filterwarnings("ignore", message=message, category=PossibleUserWarning)
         super().setup(trainer)
 
-    def teardown(self) -> None:
-        if getattr(self, "_exact_mean", False):
-            EXACT_MEAN.exit()
-            self._exact_mean = False
-        super().teardown()
+    def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
+        """A mean of integers as floats: `self.log(..., sync_dist=True)` averages each process's
+        sample count, and Lightning's integer mean truncates 44.5 to 44, so a logged mean over
+        processes of unequal sizes (unpadded evaluation) would be off by up to 1/n."""
+        if (
+            isinstance(tensor, torch.Tensor)
+            and not tensor.is_floating_point()
+            and reduce_op in ("mean", "avg")
+        ):
+            tensor = tensor.to(torch.get_default_dtype())
+        return super().reduce(tensor, group=group, reduce_op=reduce_op)
 
     def pre_backward(self, closure_loss: torch.Tensor) -> None:
         with _unused_parameters_explained(self):
@@ -320,15 +260,17 @@ class HydraDDPStrategy(DDPStrategy):
     def process_dataloader(self, dataloader: object) -> object:
         dataloader = super().process_dataloader(dataloader)
         trainer = self.lightning_module.trainer if self.lightning_module is not None else None
-        if trainer is None or trainer.state.stage == RunningStage.TRAINING:
-            return dataloader
-        return unpadded(dataloader)
+        return (
+            dataloader
+            if trainer is None or trainer.state.stage == RunningStage.TRAINING
+            else unpadded(dataloader)
+        )
 
     def _configure_launcher(self) -> None:
-        if self._start_method == "popen":
-            assert self.cluster_environment is not None
-            self._launcher = _HydraJobLauncher(
-                self.cluster_environment, self.num_processes, self.num_nodes
-            )
-        else:
-            super()._configure_launcher()
+        if self._start_method != "popen":
+            return super()._configure_launcher()
+        assert self.cluster_environment is not None
+        self._launcher = _HydraJobLauncher(
+            self.cluster_environment, self.num_processes, self.num_nodes
+        )
+        return None

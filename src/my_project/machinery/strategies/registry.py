@@ -1,14 +1,9 @@
-"""Put this project's strategies into Lightning's StrategyRegistry, once, on request.
+"""Put this project's strategies into Lightning's StrategyRegistry, on request (every entry
+point calls it; importing changes nothing global):
 
-Called by every entry point (`run/entry.py`), never on import: importing a model or a
-strategy module changes nothing global.
-
-- ``dp``: :class:`~.dp.DataParallelStrategy` (Lightning 2 removed its own);
-- every ``ddp`` name of Lightning's DDPStrategy (``ddp``, ``ddp_find_unused_parameters_*``,
-  and so ``auto`` with several devices; ``ddp_spawn``, ``ddp_fork``...):
-  :class:`~.ddp.HydraDDPStrategy`, the same strategy with evaluation loaders that see each
-  sample once, and, for those that start processes by re-running the script, a launcher
-  that works under Hydra (the spawn and fork names keep Lightning's own launcher).
+- ``dp``: `dp.DataParallelStrategy` (Lightning 2 removed its own);
+- every name of Lightning's ``DDPStrategy`` (``ddp``, ``ddp_find_unused_parameters_*``, so
+  ``auto`` with several devices, ``ddp_spawn``, ``ddp_fork``...): `ddp.HydraDDPStrategy`.
 """
 
 from __future__ import annotations
@@ -25,16 +20,12 @@ def register_strategies() -> None:
         StrategyRegistry.register(
             DP_NAME,
             DataParallelStrategy,
-            description="DataParallel: one process, the forward split across the devices",
+            "DataParallel: one process, the forward split across devices",
         )
     for name in list(StrategyRegistry.available_strategies()):
         entry = StrategyRegistry[name]
-        params = dict(entry["init_params"])
         if entry["strategy"] is DDPStrategy:
+            description = f"{entry['description']}, Hydra-aware"
             StrategyRegistry.register(
-                name,
-                HydraDDPStrategy,
-                description=f"{entry['description']}, Hydra-aware",
-                override=True,
-                **params,
+                name, HydraDDPStrategy, description, override=True, **entry["init_params"]
             )

@@ -1,0 +1,125 @@
+"""Every use of Lightning's private names in the training loop's machinery, in one place.
+
+One patch: `skip_sigterm_broadcast`. Lightning (2.5.2 on, PR 20825) broadcasts rank 0's SIGTERM
+flag before every training batch under DDP: a collective and a host sync per step
+(Lightning-AI/pytorch-lightning#21487; #21640 would make it every N steps). The template agrees
+on a stop every N steps itself (`reliability/signals.StopTogether`), so the broadcast is left out
+on the trainer that runs, never process-wide. Checked against Lightning 2.5.2, 2.5.6, 2.6.1 and
+2.6.6 (the same code); absent before 2.5.2; on any other version it is not applied, and
+tests/machinery/test_lightning_compat.py fails until the new code is checked.
+
+The rest reads or sets private state without replacing code, each with a test there too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning
+from lightning.fabric.utilities.distributed import _init_dist_connection as init_dist_connection
+from lightning.pytorch.strategies.launchers.subprocess_script import (
+    _SubprocessScriptLauncher as SubprocessScriptLauncher,
+)
+from lightning.pytorch.utilities.data import _get_dataloader_init_args_and_kwargs as loader_args
+from lightning.pytorch.utilities.data import _update_dataloader as update_dataloader
+from packaging.version import Version
+
+__all__ = ["SubprocessScriptLauncher", "init_dist_connection", "loader_args", "update_dataloader"]
+
+PATCH_CHECKED = (Version("2.5.2"), Version("2.6.6"))
+
+
+def _no_broadcast() -> None:
+    """In place of `_TrainingEpochLoop._broadcast_sigterm_tensor` (module level: picklable)."""
+
+
+def skip_sigterm_broadcast(trainer: Any) -> bool:
+    """The one patch (see above), on this trainer's loop; whether it was applied."""
+    low, high = PATCH_CHECKED
+    loop = trainer.fit_loop.epoch_loop
+    if not (
+        low <= Version(lightning.__version__) <= high and hasattr(loop, "_broadcast_sigterm_tensor")
+    ):
+        return False
+    loop._broadcast_sigterm_tensor = _no_broadcast
+    return True
+
+
+def stop_between_batches(trainer: Any) -> None:
+    """Lightning's own "stop after this batch" (what its SIGTERM handler sets): the loops raise
+    `SIGTERMException` where their state is consistent, and checkpoint callbacks save."""
+    trainer._signal_connector.received_sigterm = True
+
+
+def also_every_epoch(checkpoint: Any) -> None:
+    """A `ModelCheckpoint` with `every_n_train_steps` that saves at every epoch end as well
+    (Lightning refuses both arguments at once)."""
+    checkpoint._every_n_epochs = 1
+
+
+def last_saved_step(checkpoint: Any) -> int:
+    return int(checkpoint._last_global_step_saved)
+
+
+def set_last_saved_step(checkpoint: Any, step: int) -> None:
+    checkpoint._last_global_step_saved = step
+
+
+def ddp_launch(strategy: Any) -> tuple[str | None, str | None]:
+    """(start method, process-group backend) a DDP-family strategy will use; None for others."""
+    backend = getattr(strategy, "process_group_backend", None)
+    if backend is None and hasattr(strategy, "_get_process_group_backend"):
+        backend = strategy._get_process_group_backend()  # what its setup will pick
+    return getattr(strategy, "_start_method", None), backend
+
+
+# -- what a module logged with `self.log`: each loop's result collection --------------------
+def training_results(trainer: Any) -> Any:
+    return getattr(trainer.fit_loop.epoch_loop, "_results", None)
+
+
+def validation_results(trainer: Any) -> Any:
+    return getattr(getattr(trainer.fit_loop.epoch_loop, "val_loop", None), "_results", None)
+
+
+def logged_entries(results: Any) -> list[Any]:
+    """The entries (`_ResultMetric`: ``.meta``, ``.value``...) of a result collection."""
+    return [entry for entry in (results or {}).values() if getattr(entry, "meta", None)]
+
+
+def logged_name(entry: Any) -> str:
+    """An entry's epoch-value name in ``callback_metrics`` (``val_acc/dataloader_idx_0``
+    with several loaders)."""
+    meta = entry.meta
+    if meta.add_dataloader_idx and meta.dataloader_idx is not None:
+        return f"{meta.name}/dataloader_idx_{meta.dataloader_idx}"
+    return str(meta.name)
+
+
+def epoch_sums(trainer: Any) -> dict[str, dict[str, Any]]:
+    """The running sums of this training epoch's ``self.log(..., on_epoch=True)`` values."""
+    sums = {}
+    for key, entry in (training_results(trainer) or {}).items():
+        if entry.is_tensor and entry.meta.on_epoch and not entry.has_reset:
+            sums[key] = {"value": entry.value.detach().cpu().clone()}
+            if entry.meta.is_mean_reduction:
+                sums[key]["count"] = entry.cumulated_batch_size.detach().cpu().clone()
+    return sums
+
+
+def add_epoch_sums(trainer: Any, sums: dict[str, dict[str, Any]]) -> None:
+    """Add saved sums (`epoch_sums`) into the entries logged since, removing them from
+    ``sums``; entries not logged yet stay in it. ``a + b`` is ``b + a`` in floating point too,
+    so after one update of the resumed run the sums equal the uninterrupted run's."""
+    results = training_results(trainer) or {}
+    for key in [key for key in sums if key in results]:
+        saved, entry = sums.pop(key), results[key]
+        value = saved["value"].to(entry.value.device)
+        if entry.meta.is_max_reduction or entry.meta.is_min_reduction:
+            entry.value = entry.meta.reduce_fx(entry.value, value)
+        else:
+            entry.value = entry.value + value
+        if "count" in saved:
+            entry.cumulated_batch_size = entry.cumulated_batch_size + saved["count"].to(
+                value.device
+            )
