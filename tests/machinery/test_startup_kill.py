@@ -146,37 +146,3 @@ def test_killing_the_launcher_at_ten_moments_of_start_up_leaves_no_process(
     assert all(t.gone_after_s is not None and t.gone_after_s < GONE_WITHIN_S for t in trials), (
         trials
     )
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("rank", [0, 1], ids=["rank 0 waits for rank 1", "rank 1 finds no one"])
-def test_processes_that_cannot_meet_give_up_after_the_rendezvous_timeout(
-    rank: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Not torch's 30 minutes: the store the processes meet at has a timeout of its own."""
-    import torch
-    from lightning.fabric.plugins.environments import LightningEnvironment
-    from lightning.fabric.plugins.environments.lightning import find_free_network_port
-    from lightning.fabric.utilities import rank_zero as fabric_rank_zero
-    from lightning_utilities.core import rank_zero as utilities_rank_zero
-
-    from my_project.machinery.errors import UserError
-    from my_project.machinery.strategies.ddp import HydraDDPStrategy
-
-    monkeypatch.setenv("MASTER_PORT", str(find_free_network_port()))
-    monkeypatch.setenv("LOCAL_RANK", str(rank))
-    # set_world_ranks sets Lightning's process-wide rank: put it back after the test, or every
-    # later test of this process is rank 1 and its rank-zero warnings and logs vanish
-    for rank_zero_only in {fabric_rank_zero.rank_zero_only, utilities_rank_zero.rank_zero_only}:
-        monkeypatch.setattr(rank_zero_only, "rank", getattr(rank_zero_only, "rank", 0))
-    strategy = HydraDDPStrategy(
-        parallel_devices=[torch.device("cpu")] * 2,
-        cluster_environment=LightningEnvironment(),
-        rendezvous_timeout=2.0,
-    )
-    strategy.set_world_ranks()
-    started = time.monotonic()
-    with pytest.raises(UserError, match=r"did not meet at 127\.0\.0\.1:\d+ within 2 s") as info:
-        strategy._meet()
-    assert time.monotonic() - started < 15
-    assert info.value.exit_code == 1

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import lightning
-from lightning.fabric.utilities.distributed import _init_dist_connection as init_dist_connection
 from lightning.pytorch.strategies.launchers.subprocess_script import (
     _SubprocessScriptLauncher as SubprocessScriptLauncher,
 )
@@ -24,7 +23,7 @@ from lightning.pytorch.utilities.data import _get_dataloader_init_args_and_kwarg
 from lightning.pytorch.utilities.data import _update_dataloader as update_dataloader
 from packaging.version import Version
 
-__all__ = ["SubprocessScriptLauncher", "init_dist_connection", "loader_args", "update_dataloader"]
+__all__ = ["SubprocessScriptLauncher", "loader_args", "update_dataloader"]
 
 PATCH_CHECKED = (Version("2.5.2"), Version("2.6.6"))
 

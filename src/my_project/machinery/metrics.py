@@ -1,8 +1,6 @@
-"""`MeanLoss`: the mean loss of an epoch, a metric torchmetrics does not quite give.
-
-torchmetrics' `MeanMetric` checks every update for NaNs with ``if nans.any()`` (a host sync
-per training step on a GPU), and its ``nan_strategy="disable"`` drops the ``weight`` argument
-(torchmetrics 1.9), so a smaller last batch would count as much as a full one.
+"""`MeanLoss`: an epoch's mean loss. torchmetrics' `MeanMetric` checks every update for NaNs
+with ``if nans.any()`` (a host sync per step on a GPU), and its ``nan_strategy="disable"``
+drops the ``weight`` argument (torchmetrics 1.9): a short last batch would count as a full one.
 """
 
 from __future__ import annotations
@@ -15,16 +13,10 @@ from torchmetrics import Metric
 
 
 class MeanLoss(Metric):
-    """Mean of per-batch mean losses over all samples seen: ``sum(loss_i * n_i) / sum(n_i)``.
+    """``sum(loss_i * n_i) / sum(n_i)`` over the batches' mean losses ``loss_i`` (one value or a
+    vector, with their sample counts ``n_i``). A NaN loss is kept: the run diverged."""
 
-    ``update`` takes one batch's loss and size, or a vector of losses and one of sizes. A NaN
-    loss is kept (the epoch's mean becomes NaN: the run diverged) rather than dropped.
-    """
-
-    full_state_update = False
-    higher_is_better = False
-    is_differentiable = False
-
+    full_state_update, higher_is_better, is_differentiable = False, False, False
     total: Tensor
     count: Tensor
 
@@ -35,12 +27,8 @@ class MeanLoss(Metric):
 
     def update(self, loss: Tensor, num_samples: int | Tensor) -> None:
         # In place: assigning a state goes through nn.Module.__setattr__, slow per step.
-        if isinstance(num_samples, Tensor):
-            self.total.add_((loss.detach() * num_samples).sum())
-            self.count.add_(num_samples.sum())
-        else:
-            self.total.add_(loss.detach() * num_samples)
-            self.count.add_(num_samples)
+        self.total.add_((loss.detach() * num_samples).sum())
+        self.count.add_(num_samples.sum() if isinstance(num_samples, Tensor) else num_samples)
 
     def compute(self) -> Tensor:
         return self.total / self.count

@@ -1,14 +1,6 @@
-"""What a module's outputs and a data set's targets say about the task, for any module:
-the plots and `predict.py` read outputs as class scores, a binary classifier's one value, or
-a regression's numbers.
-
-- classification: several values a sample (one score per class), integer targets;
-- binary classification with one output: one value a sample and targets that are all 0 or 1
-  (``BCEWithLogitsLoss`` and float 0/1 targets, the common binary pattern). Outputs outside
-  [0, 1] are logits (the probability is their sigmoid); outputs all within [0, 1] are
-  probabilities (a sigmoid in ``forward``);
-- regression: one value a sample, other targets.
-"""
+"""What a module's outputs and a data set's targets say about the task, for the plots and
+`predict.py`: class scores (several values a sample), a binary classifier's one value (targets
+all 0 or 1: logits when any output is outside [0, 1], else probabilities), or a regression."""
 
 from __future__ import annotations
 
@@ -26,12 +18,9 @@ def is_binary_labels(targets: Tensor | None) -> bool:
 
 
 def binary_probabilities(outputs: Tensor, targets: Tensor | None) -> Tensor | None:
-    """The probability of class 1 for each sample, when ``outputs`` (one value a sample) and
-    ``targets`` are a binary classifier's; None otherwise."""
+    """The probability of class 1 for each sample of a binary classifier's outputs; else None."""
     per_sample = outputs.reshape(len(outputs), -1)
     if per_sample.shape[1] != 1 or not is_binary_labels(targets):
         return None
     values = per_sample[:, 0].float()
-    if bool(((values < 0) | (values > 1)).any()):
-        return values.sigmoid()  # logits
-    return values
+    return values.sigmoid() if bool(((values < 0) | (values > 1)).any()) else values

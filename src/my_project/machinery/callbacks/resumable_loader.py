@@ -16,7 +16,7 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import RunningStage
-from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities import CombinedLoader, rank_zero_warn
 from torch.utils.data import (
     BatchSampler,
     DataLoader,
@@ -36,6 +36,25 @@ class ResumableTrainLoader(Callback):
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed, self._warned = seed, False
+        self._states: list[Any] = []
+
+    def on_load_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        fit_loop = checkpoint.get("loops", {}).get("fit_loop", {})
+        self._states = fit_loop.get("state_dict", {}).get("combined_loader", [])
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """The loaders' states of the checkpoint, where Lightning did not hand them over: it
+        does not when `configure_optimizers` read ``trainer.estimated_stepping_batches``
+        (the OneCycleLR recipe), which sets the loaders up before the checkpoint's loop state
+        is restored (Lightning-AI/pytorch-lightning#20550)."""
+        states, self._states = self._states, []
+        loaders = CombinedLoader(trainer.train_dataloader).flattened if states else []
+        stateful = [dl for dl in loaders if not_resumable(dl) is None]  # as Lightning picks them
+        for loader, state in zip(stateful, states, strict=False):
+            if isinstance(loader, ResumableDataLoader) and not loader.restored:
+                loader.load_state_dict(state)
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         datamodule = trainer.datamodule  # type: ignore[attr-defined]

@@ -49,7 +49,9 @@ class ScheduleOnResume(Callback):
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         recorded, self._recorded, built = self._recorded, None, self.state_dict()
-        if recorded is None or trainer.ckpt_path is None or recorded == built or not self._built:
+        if not (recorded and built and trainer.ckpt_path) or recorded.keys() != built.keys():
+            return  # nothing recorded (another callback's checkpoint): Lightning's restore stays
+        if recorded == built or self._built is None:
             return
         groups, states = copy.deepcopy(self._built)
         for optimizer, configured in zip(trainer.optimizers, groups, strict=True):

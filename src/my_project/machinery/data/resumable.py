@@ -101,6 +101,11 @@ class ResumableDataLoader(DataLoader):
             "seed": getattr(self.sampler, "seed", None),
         }
 
+    @property
+    def restored(self) -> bool:
+        """Whether it was given a state or has begun an epoch."""
+        return self._resume is not None or self.epoch is not None
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if isinstance(self.sampler, _Epochs) and state.get("seed") is not None:
             self.sampler.seed = int(state["seed"])

@@ -25,6 +25,10 @@ from torchmetrics import Metric
 from ..errors import UserError
 
 _MAX_DEPTH, _MAX_LINES = 6, 20
+_MOVE_ALL = (
+    "create it in __init__ with no device=/.to(...) and let Lightning move the whole module; do "
+    "not move parts of the module by hand after Lightning did"
+)
 
 
 @dataclass(frozen=True)
@@ -62,19 +66,15 @@ def find_device_problems(
     ``check_registered=False`` skips parameters, buffers and metric states (for strategies
     that shard or offload them on purpose)."""
     expected = torch.device(device) if device is not None else _device_of(module)
-    problems = [*_unregistered(module, str(expected or "?"))]
+    problems = list(_unregistered(module, str(expected or "?")))
     if check_registered and expected is not None:
         problems += _misplaced(module, expected)
     patterns = list(ignore)
-    return [
-        p
-        for p in problems
-        if not any(
-            fnmatch.fnmatchcase(p.path, pattern)
-            or p.path.startswith((f"{pattern}.", f"{pattern}["))
-            for pattern in patterns
-        )
-    ]
+    return [p for p in problems if not any(_under(p.path, pattern) for pattern in patterns)]
+
+
+def _under(path: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(path, pattern) or path.startswith((f"{pattern}.", f"{pattern}["))
 
 
 def check_device_placement(
@@ -118,7 +118,7 @@ def _unregistered(root: nn.Module, expected: str) -> Iterator[DeviceProblem]:
         if isinstance(value, Tensor):
             if id(value) in parameters:  # an alias of a parameter: .to() keeps the object
                 return
-            kind, fix = _tensor_kind_and_fix(value, path, within, buffers, owner, name)
+            kind, fix = _tensor_fix(value, path, within, buffers.get(id(value)), owner, name)
         elif isinstance(value, Metric):
             if id(value) in modules:
                 return
@@ -133,22 +133,16 @@ def _unregistered(root: nn.Module, expected: str) -> Iterator[DeviceProblem]:
         elif depth >= _MAX_DEPTH or type(value).__module__.startswith("omegaconf"):
             return  # configs hold plain values (and reading them may resolve interpolations)
         elif isinstance(value, (Mapping, list, tuple)):
-            kind = (
-                "dict"
-                if isinstance(value, Mapping)
-                else "list"
-                if isinstance(value, list)
-                else "tuple"
-            )
-            items = value.items() if isinstance(value, Mapping) else enumerate(value)
-            for key, item in items:
+            kind = "dict" if isinstance(value, Mapping) else type(value).__name__
+            for key, item in value.items() if isinstance(value, Mapping) else enumerate(value):
                 shown = repr(key) if kind == "dict" else key
                 yield from walk(item, f"{path}[{shown}]", kind, depth + 1)
             return
-        elif hasattr(value, "__dict__") and not isinstance(value, type) and _metric_like(value):
-            first = next((v for v in vars(value).values() if isinstance(v, Tensor)), None)
-            if first is None:
+        elif callable(getattr(value, "update", None)) and callable(getattr(value, "compute", None)):
+            tensors = [v for v in getattr(value, "__dict__", {}).values() if isinstance(v, Tensor)]
+            if isinstance(value, type) or not tensors:
                 return
+            first = tensors[0]
             kind = f"{type(value).__name__} object with update()/compute() holding tensors (not a torchmetrics Metric)"
             fix = (
                 "make it a torchmetrics.Metric (state via self.add_state(...)) assigned as an "
@@ -170,71 +164,58 @@ def _unregistered(root: nn.Module, expected: str) -> Iterator[DeviceProblem]:
                 yield from walk(value, f"{prefix}.{shown}" if prefix else shown, None, 0)
 
 
-def _metric_like(value: Any) -> bool:
-    return callable(getattr(value, "update", None)) and callable(getattr(value, "compute", None))
-
-
-def _tensor_kind_and_fix(
-    tensor: Tensor, path: str, within: str | None, buffers: dict[int, str], owner: str, name: str
+def _tensor_fix(
+    tensor: Tensor, path: str, within: str | None, buffer: str | None, owner: str, name: str
 ) -> tuple[str, str]:
     """(kind, fix) of a tensor in attribute ``name`` of a module of class ``owner``."""
     plural = "Dict" if within == "dict" else "List"
-    if id(tensor) in buffers:
-        buffer = buffers[id(tensor)]
-        return (
-            f"the same tensor as buffer `{buffer}`, kept in a plain attribute",
+    if buffer is not None:
+        return f"the same tensor as buffer `{buffer}`, kept in a plain attribute", (
             f".to() replaces buffers, so this attribute keeps the old one: read `self.{buffer}` "
-            "(or a @property returning it) instead",
+            "(or a @property returning it) instead"
         )
     if name == "_hparams":
-        key = re.search(r"\['([^']+)'\]", path)
-        key_name = key.group(1) if key else "name"
+        key = (re.search(r"\['([^']+)'\]", path) or [None, "name"])[1]
         return "tensor in the hyperparameters", (
-            f'self.register_buffer("{key_name}", torch.as_tensor(...)) in {owner}.__init__ and '
-            f"use self.{key_name}; keep plain numbers and lists in the hyperparameters"
+            f'self.register_buffer("{key}", torch.as_tensor(...)) in {owner}.__init__ and use '
+            f"self.{key}; keep plain numbers and lists in the hyperparameters"
         )
     if within is None:
         return "plain tensor attribute", (
-            f'self.register_buffer("{name}", <the tensor>) in {owner}.__init__ '
-            "(persistent=False keeps it out of checkpoints); for a running sum or mean, a "
-            "torchmetrics metric (SumMetric, MeanMetric) assigned as an attribute"
+            f'self.register_buffer("{name}", <the tensor>) in {owner}.__init__ (persistent=False '
+            "keeps it out of checkpoints); for a running sum or mean, a torchmetrics metric "
+            "(SumMetric, MeanMetric) assigned as an attribute"
         )
     if isinstance(tensor, nn.Parameter):
         kind = f"parameter in a plain {within} (not moved, trained or saved)"
         return kind, f"nn.Parameter{plural}(...) for `{name}` in {owner}.__init__"
     return f"tensor in a plain {within}", (
         f"one self.register_buffer(...) per {'key' if within == 'dict' else 'item'}, or "
-        f'torch.stack them into one self.register_buffer("{name}", ...), in '
-        f"{owner}.__init__; nn.Parameter{plural}(...) if they are trained"
+        f'torch.stack them into one self.register_buffer("{name}", ...), in {owner}.__init__; '
+        f"nn.Parameter{plural}(...) if they are trained"
     )
 
 
 def _misplaced(root: nn.Module, expected: torch.device) -> Iterator[DeviceProblem]:
     """Registered tensors (parameters, buffers, metric states) not on the module's device."""
-    fix = (
-        "create it in __init__ with no device=/.to(...) and let Lightning move the whole "
-        "module; do not move parts of the module by hand after Lightning did"
-    )
-    named: list[tuple[str, str, Tensor]] = [
-        *(("parameter", path, t) for path, t in root.named_parameters()),
-        *(("buffer", path, t) for path, t in root.named_buffers()),
-    ]
+    named: list[tuple[str, str, Tensor]] = [("parameter", p, t) for p, t in root.named_parameters()]
+    named += [("buffer", path, t) for path, t in root.named_buffers()]
     for prefix, metric in root.named_modules():
-        if isinstance(metric, Metric):
-            for state, value in metric.metric_state.items():
-                if isinstance(value, Tensor):
-                    named.append(("torchmetrics metric state", f"{prefix}.{state}", value))
-                elif not metric.compute_on_cpu:  # which keeps list states on the CPU on purpose
-                    named += [
-                        ("torchmetrics metric state", f"{prefix}.{state}[{i}]", t)
-                        for i, t in enumerate(value)
-                    ]
+        for state, value in metric.metric_state.items() if isinstance(metric, Metric) else ():
+            if isinstance(value, Tensor) or not metric.compute_on_cpu:  # which keeps lists there
+                values = (
+                    [(f"{prefix}.{state}", value)]
+                    if isinstance(value, Tensor)
+                    else [(f"{prefix}.{state}[{i}]", t) for i, t in enumerate(value)]
+                )
+                named += [("torchmetrics metric state", path, t) for path, t in values]
     for kind, path, tensor in named:
         device = tensor.device
-        if device.type != expected.type or (
+        index_differs = (
             None not in (device.index, expected.index) and device.index != expected.index
-        ):
-            yield DeviceProblem(path, kind, str(device), str(expected), fix)
+        )
+        if device.type != expected.type or index_differs:
+            yield DeviceProblem(path, kind, str(device), str(expected), _MOVE_ALL)
 
 
 def _device_of(module: nn.Module) -> torch.device | None:

@@ -191,8 +191,8 @@ def _training_ends_here(trainer: Trainer) -> bool:
 
 
 def _detach_launched(trainer: Trainer) -> None:
-    """Take the launched DDP processes from Lightning's child-process observer, which kills
-    this process when a child exits non-zero: after a stop they exit 128 + N by design."""
+    """Take the launched DDP processes from Lightning's child-process observer, which kills this
+    process when a child exits non-zero (after a stop they exit 128 + N by design)."""
     procs = getattr(getattr(trainer.strategy, "launcher", None), "procs", None)
     if procs:
         _State.launched = list(procs)
@@ -200,19 +200,20 @@ def _detach_launched(trainer: Trainer) -> None:
 
 
 def _launched_processes() -> list[subprocess.Popen]:
-    """The DDP processes this one started: detached ones, else those its launcher watches."""
     launcher = getattr(getattr(_State.trainer, "strategy", None), "launcher", None)
     return list(_State.launched or getattr(launcher, "procs", None) or [])
 
 
-def _kill(processes: list[subprocess.Popen]) -> None:
-    """SIGKILL (they may be waiting in a collective), and reap them."""
-    for process in processes:
-        with contextlib.suppress(OSError):
-            process.kill()
+def _kill(processes: list[subprocess.Popen], timeout: float = 0.0) -> None:
+    """Wait ``timeout`` seconds for each process, then SIGKILL it (it may wait in a
+    collective) and reap it."""
     for process in processes:
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            process.wait(timeout=5)
+            process.wait(timeout)
+        with contextlib.suppress(OSError):
+            process.kill()
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            process.wait(5)
 
 
 def end_launched(trainer: Trainer | None, timeout: float = 10.0) -> None:
@@ -220,12 +221,7 @@ def end_launched(trainer: Trainer | None, timeout: float = 10.0) -> None:
     saved); stop those still running after ``timeout`` seconds."""
     if trainer is not None:
         _detach_launched(trainer)
-    for process in _launched_processes():  # still listed: a second signal stops them too
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    _kill(_launched_processes(), timeout)  # still listed meanwhile: a second signal stops them
     _State.launched = []
 
 

@@ -22,24 +22,19 @@ if TYPE_CHECKING:
 
 
 def best_checkpoint(callbacks: list[Any]) -> str:
-    """The best model's file: the monitored checkpoint callback's (`last_checkpoint` has no
-    monitor); "" when there is none."""
+    """The monitored checkpoint callback's best file (`last_checkpoint` has no monitor)."""
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    checkpoint = next(
-        (cb for cb in callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor), None
-    )
-    return checkpoint.best_model_path if checkpoint is not None else ""
+    best = [
+        cb.best_model_path for cb in callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor
+    ]
+    return best[0] if best else ""
 
 
 def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any]:
-    """Fit (resuming from ``job.ckpt_path``), then test the best checkpoint.
-
-    SIGTERM or Ctrl-C stop the run cleanly (`reliability/signals.py`): ``last.ckpt`` is saved
-    when training was under way, and the run exits 128 + the signal number with the command
-    that resumes it. Resuming a run whose training had finished only tests; its train and val
-    metrics are those its `metrics.json` already holds.
-    """
+    """Fit (resuming from ``job.ckpt_path``), then test the best checkpoint. A stop by SIGTERM
+    or Ctrl-C: see `stops_cleanly`. Resuming a run whose training had finished only tests; its
+    train and val metrics are those its `metrics.json` holds."""
     metrics: dict[str, Any] = {}
     with stops_cleanly(job, metrics):
         if fit:
@@ -50,8 +45,7 @@ def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any
             best = best_checkpoint(job.callbacks)
             if fit and not best and is_rank_zero():
                 print(
-                    "No best checkpoint was saved; testing the weights as they are at the end "
-                    "of training."
+                    "No best checkpoint was saved; testing the weights as they are at the end of training."
                 )
             job.trainer.test(job.model, datamodule=job.datamodule, ckpt_path=best or None)
             metrics.update(job.trainer.callback_metrics)
@@ -59,31 +53,23 @@ def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any
 
 
 def earlier_metrics(job: Job) -> dict[str, Any]:
-    """A resumed run that trained no further step (its training had finished) keeps the
-    train and val metrics its run directory recorded; its test metrics are measured anew."""
-    steps = job.resumed.get("global_step")
-    path = job.output_dir / "metrics.json"
+    """The train and val metrics a resumed run that trained no further step recorded."""
+    steps, path = job.resumed.get("global_step"), job.output_dir / "metrics.json"
     if steps is None or job.trainer.global_step != steps or not path.is_file():
         return {}
     try:
         recorded = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-    return {
-        key: value
-        for key, value in recorded.items()
-        if (split_metric_name(key) or ("", ""))[0] != "test"
-    }
+    return {k: v for k, v in recorded.items() if (split_metric_name(k) or ("",))[0] != "test"}
 
 
 @contextmanager
 def stops_cleanly(job: Job, fit_metrics: dict[str, Any]) -> Iterator[None]:
-    """A stop by a signal (Lightning's between batches, or ours) as one message and exit
-    status 128 + the signal number; the processes this one launched end with it.
-
-    Stopped after training finished (during the test), the training's metrics (``fit_metrics``,
-    filled once fit returns) go to `metrics.json`, where a resume that only tests finds them.
-    """
+    """A stop by a signal (Lightning's between batches, or ours) as one message and exit status
+    128 + the signal number; the processes this one launched end with it. Stopped during the
+    test, the training's metrics (``fit_metrics``) go to `metrics.json`, where a resume that
+    only tests finds them."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     from . import record

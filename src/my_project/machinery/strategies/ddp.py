@@ -1,16 +1,12 @@
-"""Lightning's DDP, starting its processes correctly under Hydra (multirun included), with exact
-evaluation and a rendezvous that cannot hang.
+"""Lightning's DDP, its processes started correctly under Hydra (multirun included), with
+evaluation that counts each sample once.
 
 Lightning's launcher re-runs the script for each extra device with the parent's command line:
-under ``-m`` each child starts a sweep of its own, and the launcher leaves its environment
-variables and process group behind, so the next job of a multirun starts no processes and
-waits forever. Here each child is the *current job* as a single run in the same directory, and
-when the job ends its children are awaited and the process is left as it was
-(`end_launched_job`, called by the Hydra callback of `machinery/distributed.py`).
-
-The processes meet within ``rendezvous_timeout`` seconds or stop with one paragraph, instead of
-torch's 30 minutes (later collectives keep Lightning's timeout); torchrun, SLURM and the other
-cluster environments keep their own. Outside Hydra it is Lightning's DDPStrategy.
+under ``-m`` each child starts a sweep of its own, and the launcher leaves its environment and
+process group behind, so the next job of a multirun starts no processes and waits forever.
+Here each child is the *current job* as a single run in the same directory, and when the job
+ends its children are awaited and the process is left as it was (`end_launched_job`, called by
+the Hydra callback of `machinery/distributed.py`). Outside Hydra it is Lightning's launcher.
 """
 
 from __future__ import annotations
@@ -21,12 +17,9 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import torch
-from lightning.fabric.plugins.environments import LightningEnvironment
-from lightning.fabric.utilities.seed import reset_seed
 from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
@@ -36,8 +29,6 @@ from ..distributed import at_job_end, launcher_environment
 from ..errors import UserError
 from .samplers import unpadded
 
-RENDEZVOUS_TIMEOUT_S = 120.0
-_UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
 _LAUNCH_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 # Hydra overrides of the parent's sweep, not of the job a child re-runs.
 _SWEEP_ONLY: tuple[str, ...] = (
@@ -48,9 +39,7 @@ _SWEEP_ONLY: tuple[str, ...] = (
     "hydra/launcher",
 )
 _SWEEP_ONLY += ("hydra.sweeper", "hydra/sweeper", "hydra.output_subdir")
-
-# What the launcher started and changed for the current Hydra job, undone when it ends.
-_launched: dict[str, Any] | None = None
+_launched: dict[str, Any] | None = None  # what the launcher started and changed for this job
 
 
 def hydra_job_command() -> tuple[list[str], str]:
@@ -71,7 +60,7 @@ def hydra_job_command() -> tuple[list[str], str]:
     for flag in ("config_path", "config_name", "config_dir"):
         if args[flag] is not None:
             command.append(f"--{flag.replace('_', '-')}={args[flag]}")
-    command += hydra_cfg.overrides.task
+    command += list(hydra_cfg.overrides.task)
     command += [o for o in hydra_cfg.overrides.hydra if not o.lstrip("+~").startswith(_SWEEP_ONLY)]
     quoted = "'" + hydra_cfg.runtime.output_dir.replace("\\", "\\\\").replace("'", "\\'") + "'"
     # RUN also overrides a `hydra.mode: MULTIRUN` of a config (hparams_search)
@@ -101,9 +90,11 @@ def end_launched_job(succeeded: bool = True, timeout: float = 300.0) -> None:
     job["procs"].clear()  # shared with Lightning's child-process observer: it stops watching
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
-    os.environ.update({key: value for key, value in job["env"].items() if value is not None})
-    for key in [key for key, value in job["env"].items() if value is None]:
-        os.environ.pop(key, None)
+    for key, value in job["env"].items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     torch.set_num_threads(job["threads"])
     if failed:
         raise RuntimeError(f"DDP processes of the run in {job['dir']} failed: {'; '.join(failed)}")
@@ -115,11 +106,8 @@ class _HydraJobLauncher(compat.SubprocessScriptLauncher):
     def launch(self, function: Any, *args: Any, trainer: Any = None, **kwargs: Any) -> Any:
         from hydra.core.hydra_config import HydraConfig
 
-        if (
-            _launched
-            and HydraConfig.initialized()
-            and _launched["dir"] != HydraConfig.get().runtime.output_dir
-        ):
+        job_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
+        if _launched and job_dir and _launched["dir"] != job_dir:
             end_launched_job()  # a previous job of this process was not cleaned up
         return super().launch(function, *args, trainer=trainer, **kwargs)
 
@@ -134,18 +122,19 @@ class _HydraJobLauncher(compat.SubprocessScriptLauncher):
         _launched = {"dir": HydraConfig.get().runtime.output_dir, "env": saved, "procs": []}
         _launched["threads"] = torch.get_num_threads()
         at_job_end(end_launched_job)
-        environment = self.cluster_environment  # the variables Lightning's launcher sets
+        env = self.cluster_environment  # the variables Lightning's launcher sets
         values: tuple[Any, ...] = (
-            environment.main_address,
-            environment.main_port,
-            environment.node_rank(),
+            env.main_address,
+            env.main_port,
+            env.node_rank(),
+            env.local_rank(),
         )
-        values += (environment.local_rank(), self.num_processes * self.num_nodes)
+        values += (self.num_processes * self.num_nodes,)
         os.environ.update({key: str(value) for key, value in zip(_LAUNCH_ENV, values, strict=True)})
         command, cwd = hydra_job_command()
         for local_rank in range(1, self.num_processes):
-            env = {**os.environ, **launcher_environment(), "LOCAL_RANK": str(local_rank)}
-            _launched["procs"].append(subprocess.Popen(command, env=env, cwd=cwd))
+            child = {**os.environ, **launcher_environment(), "LOCAL_RANK": str(local_rank)}
+            _launched["procs"].append(subprocess.Popen(command, env=child, cwd=cwd))
         self.procs = _launched["procs"]
         return None
 
@@ -153,11 +142,11 @@ class _HydraJobLauncher(compat.SubprocessScriptLauncher):
 @contextlib.contextmanager
 def _unused_parameters_explained(strategy: DDPStrategy) -> Iterator[None]:
     """DDP's failure on parameters a loss did not use (a GAN toggling its two optimizers) as
-    one paragraph saying what to run with, not a traceback from the backward pass."""
+    one paragraph naming the strategy that runs it, not a traceback from the backward pass."""
     try:
         yield
     except RuntimeError as error:
-        if _UNUSED_PARAMETERS not in str(error):
+        if "Expected to have finished reduction in the prior iteration" not in str(error):
             raise
         raise UserError(
             f"{type(strategy.lightning_module).__name__} has parameters that its loss does not "
@@ -171,81 +160,21 @@ def _unused_parameters_explained(strategy: DDPStrategy) -> Iterator[None]:
 
 class HydraDDPStrategy(DDPStrategy):
     """Lightning's DDPStrategy with the Hydra-aware launcher (start method ``popen``),
-    unpadded evaluation loaders, exact means and a rendezvous timeout."""
-
-    def __init__(
-        self, *args: Any, rendezvous_timeout: float = RENDEZVOUS_TIMEOUT_S, **kwargs: Any
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.rendezvous_timeout = rendezvous_timeout
-
-    def setup_distributed(self) -> None:
-        """Lightning's, with the store the processes meet at made here, with a short timeout."""
-        if (
-            type(self.cluster_environment) is not LightningEnvironment
-            or torch.distributed.is_initialized()
-        ):
-            return super().setup_distributed()  # torchrun, SLURM..., or met already (fit, test)
-        reset_seed()
-        self.set_world_ranks()
-        self._process_group_backend = self._get_process_group_backend()
-        device = self.root_device if self.root_device.type != "cpu" else None
-        compat.init_dist_connection(
-            self.cluster_environment,
-            self._process_group_backend,
-            timeout=self._timeout,
-            store=self._meet(),
-            device_id=device,
-        )
-        return None
-
-    def _meet(self) -> Any:
-        """Rank 0's TCP store, every process connected, within the rendezvous timeout."""
-        from torch.distributed import TCPStore
-
-        assert self.cluster_environment is not None
-        address, port = self.cluster_environment.main_address, self.cluster_environment.main_port
-        try:
-            store = TCPStore(
-                address,
-                port,
-                self.world_size,
-                is_master=self.global_rank == 0,
-                timeout=timedelta(seconds=self.rendezvous_timeout),
-                wait_for_workers=True,
-            )
-        except (RuntimeError, OSError) as error:  # torch's DistStoreError is a RuntimeError
-            waited = "the others" if self.global_rank == 0 else "process 0"
-            raise UserError(
-                f"The {self.world_size} processes of this run did not meet at {address}:{port}"
-                f" within {self.rendezvous_timeout:g} s: process {self.global_rank} waited for "
-                f"{waited} in vain ({type(error).__name__}: {str(error).splitlines()[0][:200]}). "
-                "Another program may hold the port (unset MASTER_PORT to get a free one), or a "
-                "process did not start; run it again.",
-                exit_code=1,
-            ) from error
-        if self._timeout is not None:  # later waits on the store: as long as collectives
-            store.set_timeout(self._timeout)
-        return store
+    unpadded evaluation loaders and exact means across processes."""
 
     def setup(self, trainer: Any) -> None:
         # Lightning warns that its evaluation sampler repeats samples; `process_dataloader`
         # replaces that sampler by one that does not.
-        message = (
-            r"Using `DistributedSampler` with the dataloaders\. During `trainer\.(test|validate)"
-        )
-        warnings.filterwarnings("ignore", message=message, category=PossibleUserWarning)
+        padding = r"Using `DistributedSampler` with the dataloaders\. During `trainer\.(test|val)"
+        warnings.filterwarnings("ignore", message=padding, category=PossibleUserWarning)
         super().setup(trainer)
 
     def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
         """A mean of integers as floats: `self.log(..., sync_dist=True)` averages each process's
         sample count, and Lightning's integer mean truncates 44.5 to 44, so a logged mean over
         processes of unequal sizes (unpadded evaluation) would be off by up to 1/n."""
-        if (
-            isinstance(tensor, torch.Tensor)
-            and not tensor.is_floating_point()
-            and reduce_op in ("mean", "avg")
-        ):
+        integer = isinstance(tensor, torch.Tensor) and not tensor.is_floating_point()
+        if integer and reduce_op in ("mean", "avg"):
             tensor = tensor.to(torch.get_default_dtype())
         return super().reduce(tensor, group=group, reduce_op=reduce_op)
 
@@ -260,11 +189,9 @@ class HydraDDPStrategy(DDPStrategy):
     def process_dataloader(self, dataloader: object) -> object:
         dataloader = super().process_dataloader(dataloader)
         trainer = self.lightning_module.trainer if self.lightning_module is not None else None
-        return (
-            dataloader
-            if trainer is None or trainer.state.stage == RunningStage.TRAINING
-            else unpadded(dataloader)
-        )
+        if trainer is None or trainer.state.stage == RunningStage.TRAINING:
+            return dataloader
+        return unpadded(dataloader)
 
     def _configure_launcher(self) -> None:
         if self._start_method != "popen":
