@@ -36,6 +36,9 @@ BASE = [
     "logger=csv",
     "trainer.deterministic=true",
     "seed=7",
+    # Agree on a stop after every batch: each stop below lands on the step it names (every N
+    # steps, as by default: test_a_stop_under_ddp_comes_at_the_next_agreement).
+    "callbacks.stop_together.check_every_n_steps=1",
 ]
 STEPS = 16
 TIMEOUT = 420
@@ -233,6 +236,24 @@ def test_ctrl_c_mid_epoch_then_sigterm_in_validation_with_more_epochs_resume_exa
     # `resume=` reruns the first command (1 epoch) with what this one adds
     stop_and_resume_along(chain, reference, tmp_path, env, last=("trainer.max_epochs=2",))
     assert len(list((tmp_path / "run" / "wandb").glob("offline-run-*"))) == 3
+
+
+@pytest.mark.slow
+def test_a_stop_under_ddp_comes_at_the_next_agreement(reference: Path, tmp_path: Path) -> None:
+    """The processes agree every `check_every_n_steps` batches (4 here): SIGTERM to the main
+    process after step 5 stops both after step 8, with that step's checkpoint, and the resumed
+    run ends as the reference."""
+    chain = [
+        Stop("train", 5, signal.SIGTERM, False, ("callbacks.stop_together.check_every_n_steps=4",))
+    ]
+    run_dir, marker = tmp_path / "run", tmp_path / "paused"
+    args = [*BASE, *chain[0].overrides, f"hydra.run.dir={run_dir}", *pause_at(chain[0], marker)]
+    process = start_paused(args, marker)
+    _, output = signal_and_wait(process, signal.SIGTERM, to_group=False)
+    assert process.returncode == 128 + signal.SIGTERM, output[-3000:]
+    assert checkpoint(run_dir)["global_step"] == 8
+    run_train(f"resume={run_dir}")
+    assert_same_as(run_dir, reference, exact_loss=False)
 
 
 @pytest.mark.soak

@@ -5,9 +5,8 @@ in the middle of an epoch, so the signal always lands at the same point. Every r
 same seed with `trainer.deterministic=true`, so an interrupted and resumed run must end
 bit-identical to one that never stopped: metrics, weights, the CSV log and the plotted history.
 
-The module is a team's own (docs_style.py), on three data paths: its plain DataLoader (which
-the template makes resumable), and the template's in-memory base through a DataLoader or
-sliced on the device.
+The module is a team's own (docs_style.py), on two data paths: its plain DataLoader (which
+the template makes resumable), and the template's in-memory base.
 """
 
 from __future__ import annotations
@@ -34,20 +33,9 @@ RUN = [
     "callbacks.last_checkpoint.every_n_train_steps=5",
 ]
 PAUSE_STEP = 27  # epoch 1, batch 11: two steps after the step-25 checkpoint
-# The data module of each data path (the in-memory ones share a reference run).
-DATA = {
-    "plain DataLoader": [],
-    "in-memory DataLoader": ["data=toy_in_memory", "data.on_device=false"],
-    "in-memory on device": ["data=toy_in_memory", "data.on_device=true"],
-}
-# The in-memory module through a DataLoader: the exhaustive tier's (its batches on the device, and
-# a plain DataLoader, in the slow tier).
-DATA_PATHS = [
-    pytest.param(
-        p, marks=[pytest.mark.exhaustive] if "DataLoader" in p and "in-memory" in p else []
-    )
-    for p in DATA
-]
+# The data module of each data path.
+DATA = {"plain DataLoader": [], "in-memory DataLoader": ["data=toy_in_memory"]}
+DATA_PATHS = list(DATA)
 
 
 def start_paused_run(run_dir: Path, marker: Path, *extra: str) -> processes.Started:
@@ -140,10 +128,8 @@ def test_two_seeded_deterministic_runs_are_bit_identical(
 def test_kill_9_mid_epoch_then_resume_matches_an_uninterrupted_run(
     reference_run: References, tmp_path: Path, data_path: str
 ) -> None:
-    """On every data path: the team's plain DataLoader (made resumable by the template), the
-    in-memory base through a DataLoader, and sliced without one (its position in the epoch is
-    saved and restored the same way). The in-memory reference slices its batches in place
-    (`auto` on CPU); both of its paths draw the same numbers, so they must agree."""
+    """On every data path: the team's plain DataLoader (made resumable by the template) and the
+    in-memory base (its position in the epoch is saved and restored the same way)."""
     run_dir, marker = tmp_path / "run", tmp_path / "paused"
     code, _ = stop(start_paused_run(run_dir, marker, *DATA[data_path]), signal.SIGKILL)
     assert code == -signal.SIGKILL

@@ -26,7 +26,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.trainer.states import TrainerFn
 
 from .. import lightning_compat as compat
@@ -94,8 +95,10 @@ def install_handlers() -> None:
             signal.signal(signum, _handle)
 
 
-class StopTogether(Callback):
-    """Takes a stop request up between batches, on every process at the same step.
+class StopTogether(Checkpoint):
+    """Takes a stop request up between batches, on every process at the same step. A
+    ``Checkpoint`` (stopping is saving), so Lightning runs its hooks after every other
+    callback's of the batch: a request made in any of them stops after this batch.
 
     Training: after a batch (every ``check_every_n_steps`` batches under DDP; not the last of
     an epoch, whose validation and checkpoint come first), at the end of validation and of an

@@ -57,20 +57,8 @@ class DataParallelStrategy(ParallelStrategy):
 
     strategy_name = DP_NAME
 
-    def __init__(
-        self,
-        accelerator: Any = None,
-        parallel_devices: list[torch.device] | None = None,
-        checkpoint_io: Any = None,
-        precision_plugin: Any = None,
-    ) -> None:
-        super().__init__(
-            accelerator=accelerator,
-            parallel_devices=parallel_devices,
-            checkpoint_io=checkpoint_io,
-            precision_plugin=precision_plugin,
-        )
-        self._num_nodes = 1
+    def __init__(self, **kwargs: Any) -> None:  # accelerator, parallel_devices, ...
+        super().__init__(**kwargs)
         self._replicated: ClassForward | None = None
         self._calls: int | None = None  # forward calls; None once the first step was checked
 
@@ -81,14 +69,11 @@ class DataParallelStrategy(ParallelStrategy):
     is_distributed = property(lambda self: False)
     distributed_sampler_kwargs = property(lambda self: {"num_replicas": 1, "rank": 0})
 
-    @property
-    def num_nodes(self) -> int:
-        return self._num_nodes
-
-    @num_nodes.setter
-    def num_nodes(self, num_nodes: int) -> None:  # set by Lightning from Trainer(num_nodes=...)
+    def _set_num_nodes(self, num_nodes: int) -> None:  # Lightning sets Trainer(num_nodes=...)
         if num_nodes != 1:
             raise MisconfigurationException(DP_NODES_MESSAGE.format(num_nodes=num_nodes))
+
+    num_nodes = property(lambda self: 1, _set_num_nodes)
 
     @property
     def root_device(self) -> torch.device:
@@ -132,8 +117,9 @@ class DataParallelStrategy(ParallelStrategy):
         )
 
     def training_step(self, *args: Any, **kwargs: Any) -> Any:
+        calls = self._calls
         output = super().training_step(*args, **kwargs)
-        if self._calls == 0:  # the first training step tells
+        if calls is not None and self._calls == calls:  # the first training step tells
             name = type(self.lightning_module).__name__
             raise ForwardNotCalledError(
                 f"trainer.strategy=dp splits what {name}.forward computes across the GPUs, but "
