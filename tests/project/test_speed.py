@@ -31,7 +31,9 @@ def test_the_classifiers_training_steps_make_no_host_sync(tmp_path: Path) -> Non
     data = DigitsDataModule()
     trainer.fit(model_for_data(cfg, data), datamodule=data)
     assert watch.steps >= 15
-    assert watch.counter.calls == {}
+    # every hook of every callback counted: the template's NaN check reads its flag every
+    # `log_every_n_steps` (10) steps, never more often
+    assert sum(1 for calls in watch.per_step if calls) <= watch.steps // 10 + 1, watch.per_step
 
 
 @pytest.mark.slow
