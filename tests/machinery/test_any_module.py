@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import pickle
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +20,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from my_project.machinery.callbacks.monitored_metric import MonitoredMetricIsLogged
 from my_project.machinery.callbacks.plots import PlotCallback
-from my_project.machinery.callbacks.resumable_loader import (
-    ResumableTrainLoader,
-    not_resumable,
-    resumable,
-)
+from my_project.machinery.callbacks.resumable_loader import resumable
 from my_project.machinery.callbacks.schedule_on_resume import ScheduleOnResume
 from my_project.machinery.errors import UserError
 from my_project.machinery.preflight import contract
@@ -199,37 +194,7 @@ def test_the_resumable_loader_leaves_the_global_rng_alone() -> None:
         before = torch.get_rng_state()
         batches = [batch[0].tolist() for batch in loader]
         assert torch.equal(torch.get_rng_state(), before) and len(batches) == 5
-        assert not_resumable(loader) is None
-
-
-class MyLoader(DataLoader):
-    pass
-
-
-class Stream(torch.utils.data.IterableDataset):
-    def __iter__(self):
-        yield from torch.arange(6.0)
-
-
-def test_why_a_loader_cannot_resume_exactly_is_named() -> None:
-    data = TensorDataset(torch.arange(6.0))
-    assert not_resumable(MyLoader(data)) == "a subclass of DataLoader, MyLoader"
-    assert not_resumable(DataLoader(Stream())) == "its data set, a Stream, is iterable"
-    assert not_resumable({"a": DataLoader(data)}) == "several loaders (a dict)"
-
-
-@pytest.mark.slow
-def test_a_loader_that_cannot_resume_exactly_is_named_once(tmp_path: Path) -> None:
-    class Data(plateau.PlateauData):
-        def train_dataloader(self):
-            return MyLoader(self.train_set, batch_size=8, shuffle=True)
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        trainer(tmp_path, ResumableTrainLoader(seed=1)).fit(plateau.PlateauClassifier(), Data())
-    named = [w for w in caught if "cannot resume mid-epoch exactly" in str(w.message)]
-    assert len(named) == 1
-    assert "a subclass of DataLoader, MyLoader" in str(named[0].message)
+        assert callable(loader.state_dict) and callable(loader.load_state_dict)
 
 
 # -- configure_model ---------------------------------------------------------------------------

@@ -4,8 +4,8 @@ A plain ``DataLoader(dataset, shuffle=True)`` has no state for a checkpoint: a r
 a mid-epoch checkpoint restarts that epoch in a new order (training on some samples twice, on
 others not at all). For the time of a fit, a plain ``DataLoader`` the data module's
 ``train_dataloader`` returns becomes a `ResumableDataLoader` over the same data set, batch size,
-collate function and workers (`data/resumable.py`). Other loaders are left as they are; one
-that cannot resume by itself (no ``state_dict``) is named once, with what to change.
+collate function and workers (`data/resumable.py`). Other loaders are left as they are
+(Lightning warns when a run resumes mid-epoch with one that has no ``state_dict``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import RunningStage
-from lightning.pytorch.utilities import CombinedLoader, rank_zero_warn
+from lightning.pytorch.utilities import CombinedLoader
 from torch.utils.data import (
     BatchSampler,
     DataLoader,
-    IterableDataset,
     RandomSampler,
     SequentialSampler,
 )
@@ -35,7 +34,7 @@ class ResumableTrainLoader(Callback):
     """``seed``: of the epochs' order (``null``: one is drawn and kept in the checkpoints)."""
 
     def __init__(self, seed: int | None = None) -> None:
-        self.seed, self._warned = seed, False
+        self.seed = seed
         self._states: list[Any] = []
 
     def on_load_checkpoint(
@@ -51,7 +50,9 @@ class ResumableTrainLoader(Callback):
         is restored (Lightning-AI/pytorch-lightning#20550)."""
         states, self._states = self._states, []
         loaders = CombinedLoader(trainer.train_dataloader).flattened if states else []
-        stateful = [dl for dl in loaders if not_resumable(dl) is None]  # as Lightning picks them
+        stateful = [
+            dl for dl in loaders if hasattr(dl, "state_dict") and hasattr(dl, "load_state_dict")
+        ]
         for loader, state in zip(stateful, states, strict=False):
             if isinstance(loader, ResumableDataLoader) and not loader.restored:
                 loader.load_state_dict(state)
@@ -64,18 +65,7 @@ class ResumableTrainLoader(Callback):
 
         @functools.wraps(hook)
         def train_dataloader() -> Any:
-            loader = resumable(hook(), self.seed)
-            if (reason := not_resumable(loader)) and not self._warned:
-                self._warned = True
-                rank_zero_warn(
-                    f"The training loader cannot resume mid-epoch exactly ({reason}): a run "
-                    "resumed from a mid-epoch checkpoint restarts that epoch's data order. "
-                    "Return a plain `DataLoader(dataset, shuffle=True)` over a map-style data "
-                    "set (the template makes it resumable), or a loader with `state_dict()` and "
-                    "`load_state_dict()` (e.g. torchdata's `StatefulDataLoader`).",
-                    category=UserWarning,
-                )
-            return loader
+            return resumable(hook(), self.seed)
 
         setattr(train_dataloader, _WRAPS, hook)
         datamodule.train_dataloader = train_dataloader
@@ -105,23 +95,3 @@ def resumable(loader: Any, seed: int | None) -> Any:
         return loader
     args, kwargs = compat.loader_args(loader, sampler, RunningStage.TRAINING)
     return ResumableDataLoader(*args, **kwargs)
-
-
-def not_resumable(loader: Any) -> str | None:
-    """Why ``loader`` (as `resumable` left it) cannot go on mid-epoch where it stopped; None
-    when it can (it has ``state_dict``/``load_state_dict``, as Lightning asks)."""
-    if callable(getattr(loader, "state_dict", None)) and callable(
-        getattr(loader, "load_state_dict", None)
-    ):
-        return None
-    if isinstance(loader, (list, tuple, dict)):
-        return f"several loaders (a {type(loader).__name__})"
-    if not isinstance(loader, DataLoader):
-        return f"a {type(loader).__name__}, not a DataLoader, without state_dict()"
-    if type(loader) is not DataLoader:
-        return f"a subclass of DataLoader, {type(loader).__name__}"
-    if isinstance(loader.dataset, IterableDataset) or loader.batch_sampler is None:
-        return f"its data set, a {type(loader.dataset).__name__}, is iterable"
-    if type(loader.batch_sampler) is not BatchSampler:
-        return f"its batch sampler is a {type(loader.batch_sampler).__name__}"
-    return f"its sampler is a {type(loader.sampler).__name__}"

@@ -2,12 +2,12 @@
 
 Lightning restores optimizers and schedulers whole, settings included: a resume with
 ``trainer.max_epochs=40`` keeps the first run's cosine ``T_max`` (the learning rate reaches 0 at
-the old horizon), one with ``model.lr=0.001`` the old rate. Every checkpoint here records what
-its run's config built before any step (optimizer settings, scheduler states). A resume whose
-config builds the same keeps the restored state untouched (exact). One whose config builds
-something else gets it: every optimizer setting from this run's config (moments and step
-counts stay restored), each scheduler this run's, stepped from step 0 to the checkpoint's step
-(a ``ReduceLROnPlateau`` starts afresh); one line says what changed.
+the old horizon), one with ``model.lr=0.001`` the old rate. Every checkpoint here records what its
+run's config built before any step (optimizer settings, scheduler states). A resume whose
+config builds the same keeps the restored state untouched (exact); one whose config builds
+something else gets it: the optimizers' settings (moments and step counts stay restored), each
+schedule rebuilt from step 0 to the checkpoint's step (a ``ReduceLROnPlateau`` starts afresh),
+and one line saying what changed.
 """
 
 from __future__ import annotations
@@ -26,15 +26,11 @@ from ..errors import UserError
 
 class ScheduleOnResume(Callback):
     def __init__(self) -> None:
-        self._built: tuple[list[Any], list[Any]] | None = None  # this run's, before any step
+        self._built: dict[str, Any] | None = None  # this run's, before any step
         self._recorded: dict[str, Any] | None = None  # the checkpoint's run's
 
     def state_dict(self) -> dict[str, Any]:
-        return (
-            _plain({"optimizers": self._built[0], "schedulers": self._built[1]})
-            if self._built
-            else {}
-        )
+        return _plain(self._built) if self._built else {}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._recorded = state_dict or None
@@ -45,44 +41,40 @@ class ScheduleOnResume(Callback):
             for o in trainer.optimizers
         ]
         states = [config.scheduler.state_dict() for config in trainer.lr_scheduler_configs]
-        self._built = copy.deepcopy((groups, states))
+        self._built = copy.deepcopy({"optimizers": groups, "schedulers": states})
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         recorded, self._recorded, built = self._recorded, None, self.state_dict()
-        if not (recorded and built and trainer.ckpt_path) or recorded.keys() != built.keys():
-            return  # nothing recorded (another callback's checkpoint): Lightning's restore stays
-        if recorded == built or self._built is None:
+        if not (recorded and built and trainer.ckpt_path and self._built) or recorded == built:
             return
-        groups, states = copy.deepcopy(self._built)
-        for optimizer, configured in zip(trainer.optimizers, groups, strict=True):
-            for group, values in zip(optimizer.param_groups, configured, strict=True):
-                group.update(values)
-        for config, state in zip(trainer.lr_scheduler_configs, states, strict=True):
+        if recorded.keys() != built.keys():
+            return  # not this callback's record: Lightning's restore stays
+        fresh = copy.deepcopy(self._built)
+        for optimizer, groups in zip(trainer.optimizers, fresh["optimizers"], strict=True):
+            for group, settings in zip(optimizer.param_groups, groups, strict=True):
+                group.update(settings)
+        for config, state in zip(trainer.lr_scheduler_configs, fresh["schedulers"], strict=True):
             steps = config.scheduler.last_epoch - state["last_epoch"]
             config.scheduler.load_state_dict(state)
             if not isinstance(config.scheduler, ReduceLROnPlateau):
                 _step(config.scheduler, steps, trainer.global_step)
+        names = [type(o).__name__ for o in trainer.optimizers for _ in o.param_groups]
+        names += [type(config.scheduler).__name__ for config in trainer.lr_scheduler_configs]
+        changes = [
+            f"{name} {key} {old.get(key)!r} -> {new[key]!r}"
+            for name, old, new in zip(names, _flat(recorded), _flat(built), strict=False)
+            for key in new
+            if old.get(key) != new[key] and key != "_last_lr"
+        ]
         rank_zero_info(
             f"Resumed at step {trainer.global_step} with this run's optimizer settings and "
-            f"schedules, rebuilt from step 0: {'; '.join(_changes(trainer, recorded, built))}."
+            f"schedules, rebuilt from step 0: {'; '.join(changes)}."
         )
 
 
-def _changes(trainer: Trainer, recorded: dict[str, Any], built: dict[str, Any]) -> list[str]:
-    """``AdamW lr 0.1 -> 0.001``, ``CosineAnnealingLR T_max 1 -> 3``, ..."""
-    objects = [*trainer.optimizers, *(c.scheduler for c in trainer.lr_scheduler_configs)]
-    old = [*recorded["optimizers"], *recorded["schedulers"]]
-    new = [*built["optimizers"], *built["schedulers"]]
-    changes = []
-    for obj, before, after in zip(objects, old, new, strict=False):
-        pairs = zip(before, after, strict=False) if isinstance(before, list) else [(before, after)]
-        for a, b in pairs:  # an optimizer's parameter groups, or a scheduler's state
-            changes += [
-                f"{type(obj).__name__} {key} {a[key]!r} -> {b.get(key)!r}"
-                for key in a
-                if a[key] != b.get(key) and key != "_last_lr"
-            ]
-    return changes
+def _flat(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every parameter group's settings, then every scheduler's state."""
+    return [*(group for groups in record["optimizers"] for group in groups), *record["schedulers"]]
 
 
 def _step(scheduler: Any, steps: int, at: int) -> None:
@@ -100,8 +92,7 @@ def _step(scheduler: Any, steps: int, at: int) -> None:
 
 
 def _plain(value: Any) -> Any:
-    """Numbers, strings and lists (what ``==`` compares and a weights_only checkpoint loads);
-    None for anything else."""
+    """Numbers, strings and lists (what ``==`` compares and a weights_only checkpoint loads)."""
     if isinstance(value, Tensor):
         return value.tolist()
     if isinstance(value, dict):
