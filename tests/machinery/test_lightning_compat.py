@@ -129,6 +129,12 @@ def test_the_imported_private_names_have_the_signatures_used() -> None:
     assert compat.update_dataloader(loader, SequentialSampler(loader.dataset)).batch_size == 2
     for name in ("_call_children_scripts", "_check_can_spawn_children", "launch"):
         assert callable(getattr(compat.SubprocessScriptLauncher, name)), name
+    from lightning.pytorch.strategies import DDPStrategy
+
+    assert callable(DDPStrategy._configure_launcher)
+    strategy = DDPStrategy(start_method="spawn")
+    compat.set_launcher(strategy, "launcher")
+    assert strategy.launcher == "launcher" and compat.start_method(strategy) == "spawn"
 
 
 @pytest.mark.parametrize("start", ["popen", "spawn"])

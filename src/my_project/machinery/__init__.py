@@ -10,7 +10,8 @@ imports them: it gets the team's classes from the config (`_target_`), which
 - `strategies/`: `dp`, DDP under Hydra, exact DDP evaluation;
 - `callbacks/`: checkpoints, plots, progress bar, device guard, NaN stop, RNG state, wandb;
 - `reliability/`: atomic checkpoints, resume, signals, secrets, run directories;
-- `devices/`, `data/`, `loggers/`, `metrics.py`, `plotting.py`, `profiling.py`,
-  `distributed.py`, `config.py`, `errors.py`: what those use;
+- `devices/`, `data/`, `loggers/`, `metrics.py`, `plotting.py`, `distributed.py`,
+  `config.py`, `errors.py`: what those use; `lightning_compat.py`: every private name of
+  Lightning they use (and its one patch);
 - `bench.py`, `doctor.py`: the benchmark and the device report.
 """

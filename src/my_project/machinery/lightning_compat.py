@@ -8,7 +8,10 @@ on the trainer that runs, never process-wide. Checked against Lightning 2.5.2, 2
 2.6.6 (the same code); absent before 2.5.2; on any other version it is not applied, and
 tests/machinery/test_lightning_compat.py fails until the new code is checked.
 
-The rest reads or sets private state without replacing code, each with a test there too.
+The rest reads or sets private state without replacing code, each with a test there too;
+`strategies/ddp.py` overrides the private hooks of Lightning's DDP launcher
+(``DDPStrategy._configure_launcher``, ``_SubprocessScriptLauncher._call_children_scripts``),
+pinned by the same tests.
 """
 
 from __future__ import annotations
@@ -64,12 +67,21 @@ def set_last_saved_step(checkpoint: Any, step: int) -> None:
     checkpoint._last_global_step_saved = step
 
 
+def start_method(strategy: Any) -> str | None:
+    """A DDP-family strategy's: "popen" (re-runs the script), "spawn" or "fork"; else None."""
+    return getattr(strategy, "_start_method", None)
+
+
+def set_launcher(strategy: Any, launcher: Any) -> None:
+    strategy._launcher = launcher
+
+
 def ddp_launch(strategy: Any) -> tuple[str | None, str | None]:
     """(start method, process-group backend) a DDP-family strategy will use; None for others."""
     backend = getattr(strategy, "process_group_backend", None)
     if backend is None and hasattr(strategy, "_get_process_group_backend"):
         backend = strategy._get_process_group_backend()  # what its setup will pick
-    return getattr(strategy, "_start_method", None), backend
+    return start_method(strategy), backend
 
 
 # -- what a module logged with `self.log`: each loop's result collection --------------------

@@ -133,7 +133,13 @@ def _unregistered(root: nn.Module, expected: str) -> Iterator[DeviceProblem]:
         elif depth >= _MAX_DEPTH or type(value).__module__.startswith("omegaconf"):
             return  # configs hold plain values (and reading them may resolve interpolations)
         elif isinstance(value, (Mapping, list, tuple)):
-            kind = "dict" if isinstance(value, Mapping) else type(value).__name__
+            kind = (
+                "dict"
+                if isinstance(value, Mapping)
+                else "list"
+                if isinstance(value, list)
+                else "tuple"
+            )
             for key, item in value.items() if isinstance(value, Mapping) else enumerate(value):
                 shown = repr(key) if kind == "dict" else key
                 yield from walk(item, f"{path}[{shown}]", kind, depth + 1)

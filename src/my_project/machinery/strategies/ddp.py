@@ -194,10 +194,9 @@ class HydraDDPStrategy(DDPStrategy):
         return unpadded(dataloader)
 
     def _configure_launcher(self) -> None:
-        if self._start_method != "popen":
+        if compat.start_method(self) != "popen":
             return super()._configure_launcher()
         assert self.cluster_environment is not None
-        self._launcher = _HydraJobLauncher(
-            self.cluster_environment, self.num_processes, self.num_nodes
-        )
+        launcher = _HydraJobLauncher(self.cluster_environment, self.num_processes, self.num_nodes)
+        compat.set_launcher(self, launcher)
         return None
