@@ -53,11 +53,15 @@ class ScheduleOnResume(Callback):
         for optimizer, groups in zip(trainer.optimizers, fresh["optimizers"], strict=True):
             for group, settings in zip(optimizer.param_groups, groups, strict=True):
                 group.update(settings)
+        rebuilt = []
         for config, state in zip(trainer.lr_scheduler_configs, fresh["schedulers"], strict=True):
-            steps = config.scheduler.last_epoch - state["last_epoch"]
+            steps, name = config.scheduler.last_epoch - state["last_epoch"], type(config.scheduler)
             config.scheduler.load_state_dict(state)
-            if not isinstance(config.scheduler, ReduceLROnPlateau):
+            if isinstance(config.scheduler, ReduceLROnPlateau):
+                rebuilt.append(f"{name.__name__} started afresh")
+            else:
                 _step(config.scheduler, steps, trainer.global_step)
+                rebuilt.append(f"{name.__name__} rebuilt over this run's horizon from step 0")
         names = [type(o).__name__ for o in trainer.optimizers for _ in o.param_groups]
         names += [type(config.scheduler).__name__ for config in trainer.lr_scheduler_configs]
         changes = [
@@ -67,8 +71,8 @@ class ScheduleOnResume(Callback):
             if old.get(key) != new[key] and key != "_last_lr"
         ]
         rank_zero_info(
-            f"Resumed at step {trainer.global_step} with this run's optimizer settings and "
-            f"schedules, rebuilt from step 0: {'; '.join(changes)}."
+            f"Resumed at step {trainer.global_step} with this run's settings: "
+            f"{'; '.join([*changes, *rebuilt])}."
         )
 
 

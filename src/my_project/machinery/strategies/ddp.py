@@ -172,7 +172,8 @@ class HydraDDPStrategy(DDPStrategy):
     def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
         """A mean of integers as floats: `self.log(..., sync_dist=True)` averages each process's
         sample count, and Lightning's integer mean truncates 44.5 to 44, so a logged mean over
-        processes of unequal sizes (unpadded evaluation) would be off by up to 1/n."""
+        processes of unequal sizes (unpadded evaluation) would be off by up to 1/n
+        (Lightning-AI/pytorch-lightning#21859)."""
         integer = isinstance(tensor, torch.Tensor) and not tensor.is_floating_point()
         if integer and reduce_op in ("mean", "avg"):
             tensor = tensor.to(torch.get_default_dtype())
