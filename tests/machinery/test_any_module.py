@@ -30,7 +30,7 @@ from my_project.machinery.callbacks.schedule_on_resume import ScheduleOnResume
 from my_project.machinery.errors import UserError
 from my_project.machinery.preflight import contract
 from my_project.machinery.reliability import signals
-from my_project.machinery.run.hydra_errors import as_user_error
+from my_project.machinery.run.hydra_errors import explain
 from my_project.machinery.run.predict import as_binary_classes
 from my_project.machinery.run.trainer_arguments import with_trainer_arguments
 from my_project.machinery.tasks import binary_probabilities
@@ -278,7 +278,7 @@ def test_a_misspelt_key_is_refused_with_the_closest_names() -> None:
             with pytest.raises(Exception) as raised:
                 zoo = [SEARCH_MACHINERY_CONFIGS, "experiment=zoo_binary"]  # not the example's
                 compose("train", overrides=pinned([*zoo, override]))
-            message = str(as_user_error(raised.value))
+            message = str(explain(raised.value))
             assert hint in message, message
     assert "use +" not in message and "`+model.lrr=...`" in message
 

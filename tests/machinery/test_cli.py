@@ -33,7 +33,7 @@ def test_unknown_config_option_lists_the_valid_ones(tmp_path: Path) -> None:
 def test_non_numeric_max_epochs_is_a_one_line_error(tmp_path: Path) -> None:
     result = run_entry("train", *DOCS_STYLE, "trainer.max_epochs=abc", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 2
-    assert "trainer.max_epochs='abc' must be a whole number" in result.stderr
+    assert "`trainer.max_epochs='abc'` must be an integer or null" in result.stderr
     assert "Traceback" not in result.stderr
 
 
