@@ -134,7 +134,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "has 16",
     ),
     ("several nodes without a launcher", "train", "trainer.num_nodes=2", "wait forever"),
-    ("accelerator in capitals", "train", "trainer.accelerator=CPU", "`trainer.accelerator=cpu`?"),
+    (
+        "accelerator in capitals",
+        "train",
+        "trainer.accelerator=CPU",
+        "invalid accelerator name: `accelerator='CPU'`. Available names are: auto, cpu",
+    ),
     ("option in capitals", "train", "data=DOCS_STYLE", "Did you mean `data=docs_style`?"),
     (
         "misspelt logger in a list",

@@ -46,7 +46,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "misspelt group",
         "train",
         "expriment=digits_cnn",
-        "Did you mean the config group `experiment`?",
+        "`expriment`: the config has no key `expriment` at the top. Did you mean `experiment`?",
     ),
     ("unknown key", "train", "data.batchsize=3", "Did you mean `data.batch_size`?"),
     ("malformed override", "train", "model.lr=[", "no viable alternative at input '['"),
@@ -144,7 +144,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "trainer.accelerator=tpu",
         "`trainer.accelerator=tpu` is not available",
     ),
-    ("misspelt strategy", "train", "trainer.strategy=dpp", "is not a strategy"),
+    (
+        "misspelt strategy",
+        "train",
+        "trainer.strategy=dpp",
+        "You selected an invalid strategy name: `strategy='dpp'`",
+    ),
     ("zero CPU processes", "train", "trainer.devices=0", "does not say how many CPU processes"),
     (
         "batch fraction above 1",
@@ -195,6 +200,25 @@ CASES: list[tuple[str, str, str, str]] = [
         "Did you mean `logger.wandb.project`?",
     ),
     ("eval without a checkpoint", "eval", "", "eval needs a checkpoint"),
+    # Issue 33: tracebacks before, one paragraph now.
+    (
+        "data folder that is a file",
+        "train",
+        "data=mnist paths.data_dir={file}",
+        "`paths.data_dir={file}` must be a folder, but {file} is a file",
+    ),
+    (
+        "a number too long to read",
+        "train",
+        "model.lr=" + "1" * 5000,
+        "The command line cannot be read: ValueError: Exceeds the limit (4300 digits)",
+    ),
+    (
+        "resume of a run whose log file cannot be written",
+        "train",
+        "resume={unwritable}",
+        "Cannot write {unwritable}/train.log: Is a directory",
+    ),
     # Values no check knows, refused by the object they reach (issue 26): the same paragraph.
     (
         "Trainer argument that does not exist",
@@ -243,7 +267,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "`callbacks.last_checkpoint.every_n_train_steps=-1` was refused",
     ),
     ("seed out of bounds", "train", "seed=99999999999", "`seed=99999999999` was refused"),
-    ("accelerator in capitals", "train", "trainer.accelerator=CPU", "`trainer.accelerator=cpu`?"),
+    (
+        "accelerator in capitals",
+        "train",
+        "trainer.accelerator=CPU",
+        "invalid accelerator name: `accelerator='CPU'`. Available names are: auto, cpu",
+    ),
     (
         "data module argument that does not exist",
         "train",
@@ -383,9 +412,12 @@ def places(tmp_path: Path, cnn_run: Path) -> dict[str, Path]:
     (broken / "experiment").mkdir(parents=True)
     (broken / "experiment" / "broken.yaml").write_text("trainer:\n  max_epochs: [3\nseed: 1\n")
     places = {"file": a_file, "tmp": tmp_path, "broken": broken, "logs": tmp_path / "logs"}
-    for name in ("cnn", "broken_config", "broken_overrides"):  # copies of the CNN's run
+    for name in ("cnn", "broken_config", "broken_overrides", "unwritable"):  # the CNN's run
         places[name] = tmp_path / name
         shutil.copytree(cnn_run, places[name])
+    # As on a read-only mount (this user may be root): the log file cannot be opened.
+    (places["unwritable"] / "train.log").unlink()
+    (places["unwritable"] / "train.log").mkdir()
     (places["broken_config"] / "config.yaml").write_text("model:\n  _target_: [unclosed\n")
     (places["broken_overrides"] / ".hydra" / "overrides.yaml").write_text("- 'trainer.x=1\n")
     places["empty"] = tmp_path / "empty.ckpt"
@@ -452,6 +484,8 @@ def test_bad_input_is_one_paragraph_exit_2_and_writes_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     code, err = run_in_process(script, overrides(case, places), places["logs"], monkeypatch)
+    for name, place in places.items():
+        expected = expected.replace(f"{{{name}}}", str(place))
     assert_one_paragraph_error(code, err, expected)
     assert not places["logs"].exists(), sorted(places["logs"].rglob("*"))
     assert SECRET not in err

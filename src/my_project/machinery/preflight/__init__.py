@@ -19,7 +19,7 @@ from ..errors import UserError
 from ..reliability.resume import resolve_checkpoint_path
 from ..reliability.secrets import protect_run_secrets
 from .checkpoint import check_checkpoint_path, check_resumed_progress, read_checkpoint
-from .devices import check_devices, check_nodes_launched, strategy_names
+from .devices import check_devices, check_nodes_launched
 from .loggers import check_logger_settings
 from .values import (
     check_config_resolves,
@@ -28,7 +28,7 @@ from .values import (
     nothing_validated_warning,
 )
 
-__all__ = ["check_config", "check_devices", "check_trainer_types", "strategy_names"]
+__all__ = ["check_config", "check_devices", "check_trainer_types"]
 
 
 def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str | None:

@@ -108,11 +108,10 @@ def arguments_from_data(cls: type, given: Iterable[str], offered: Mapping[str, A
     return {key: value for key, value in offered.items() if key in accepted}
 
 
-def instantiate_model(model_cfg: Any, cls: type, extra: Mapping[str, Any], data_name: str) -> Any:
-    """``instantiate(model_cfg, **extra)``, where an argument a subclass sets itself
-    (``super().__init__(num_classes=2, **kwargs)``) is not passed twice, and a parent's
-    required argument nobody gave is one paragraph (`check_model_arguments` sees only the
-    subclass's own parameters)."""
+def instantiate_model(model_cfg: Any, cls: type, extra: Mapping[str, Any]) -> Any:
+    """``instantiate(model_cfg, **extra)``; an argument a subclass sets itself and passes to its
+    parent with its ``**kwargs`` (``super().__init__(num_classes=2, **kwargs)``) is not passed
+    again from the data."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
@@ -121,22 +120,10 @@ def instantiate_model(model_cfg: Any, cls: type, extra: Mapping[str, Any], data_
         try:
             return instantiate(model_cfg, **extra, _convert_="all")
         except InstantiationException as error:
-            message = str(error.__cause__) if isinstance(error.__cause__, TypeError) else ""
-            forwarded = accepted_parameters(cls) - set(_named(cls.__init__))  # type: ignore[misc]
-            twice = re.search(r"got multiple values for (?:keyword )?argument '(\w+)'", message)
-            if twice and twice[1] in extra and twice[1] in forwarded:
-                del extra[twice[1]]  # the subclass sets it: the data's offer is not for it
-                continue
-            named = re.findall(r"'(\w+)'", message) if "required" in message else []
-            if not (missing := [name for name in named if name in forwarded]):
+            twice = re.search(r"multiple values for (?:keyword )?argument '(\w+)'", str(error))
+            if twice is None or twice[1] not in extra:
                 raise
-            raise UserError(
-                f"{cls.__name__} needs {', '.join(f'`{n}`' for n in missing)} (an argument of "
-                f"a parent class it passes its **kwargs to), which neither its config nor the "
-                f"data ({data_name}) give. Set it in configs/model (e.g. `model.{missing[0]}=...`"
-                f" on the command line), or return it from the data module's "
-                f"`{MODEL_KWARGS_HOOK}()`."
-            ) from error
+            del extra[twice[1]]
 
 
 def check_model_arguments(

@@ -1,98 +1,59 @@
-"""`trainer.strategy/accelerator/devices/num_nodes` that cannot run on this machine, said in the
-template's terms (`trainer=cpu`, the valid names, the closest one).
+"""Devices a run asks for that this machine lacks, said in the template's terms (`trainer=cpu`).
 
-Lightning refuses most of these itself when the Trainer is built (`run/boundary.py` names the
-key), in terms of its own arguments; what it lets through is checked here: more CPU processes
-than cores (they hang in gloo's setup), several nodes with nothing that starts the others (they
-would wait forever), launch variables the processes could not meet at (``MASTER_PORT=abc``).
+Lightning refuses a strategy or accelerator name that does not exist, more GPUs than there are,
+and `dp` on several nodes itself when the Trainer is built (`run/boundary.py` names the key).
+Checked here is what it says without naming what to run instead (a GPU this machine lacks), or
+lets through: more CPU processes than cores (they hang in gloo's setup), several nodes with
+nothing that starts the others (they would wait forever), launch variables the processes could
+not meet at (``MASTER_PORT=abc``), `dp` started as several processes.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from typing import Any
 
-from lightning.pytorch.accelerators import AcceleratorRegistry
-from lightning.pytorch.strategies import StrategyRegistry
-
 from ..errors import UserError
-from ..strategies.dp import DP_NAME, DP_NODES_MESSAGE
-from ..strategies.registry import register_strategies
 
-_FIRST_NAMES = ("auto", DP_NAME, "ddp", "ddp_spawn")
 _NO_GPU = "run on the CPU with `trainer=cpu` (or `trainer=ddp_cpu` for two CPU processes)."
 
 
-def strategy_names() -> list[str]:
-    """Every valid `trainer.strategy`: `auto` and Lightning's registry, this project's
-    strategies registered (idempotent)."""
-    register_strategies()
-    registered = StrategyRegistry.available_strategies()
-    first = [n for n in _FIRST_NAMES if n == "auto" or n in registered]
-    return first + [n for n in registered if n not in _FIRST_NAMES]
-
-
-def _available(name: str) -> bool:
-    return name in AcceleratorRegistry and AcceleratorRegistry[name]["accelerator"].is_available()
-
-
 def check_devices(trainer: Mapping[str, Any]) -> None:
-    """A UserError for a strategy, accelerator or device count that cannot run here."""
-    strategy, accelerator = trainer.get("strategy", "auto"), trainer.get("accelerator", "auto")
-    devices = trainer.get("devices", "auto")
-    if isinstance(strategy, str):
-        _check_name("strategy", strategy, strategy_names())
-    if not isinstance(accelerator, str):
-        return
-    _check_name("accelerator", accelerator, ["auto", "gpu", *AcceleratorRegistry])
-    if accelerator == "auto":  # what Lightning picks: a TPU, Apple silicon, a CUDA GPU, the CPU
-        accelerator = next((n for n in ("tpu", "mps", "cuda") if _available(n)), "cpu")
-    elif accelerator == "gpu":
-        accelerator = "mps" if _available("mps") else "cuda"
-    if accelerator == "cpu":
-        _check_cpu_devices(devices, chosen=trainer.get("accelerator") == "cpu")
-    elif not _available(accelerator):
-        if accelerator in ("cuda", "mps"):
-            lacks = "a CUDA GPU" if accelerator == "cuda" else "Apple silicon (MPS)"
-            todo = _NO_GPU if accelerator == "cuda" else "run on the CPU with `trainer=cpu`."
-            raise UserError(
-                f"trainer.accelerator asks for {lacks}, but this machine has none: {todo}"
-            )
-        raise UserError(
-            f"`trainer.accelerator={accelerator}` is not available on this machine (Lightning "
-            "finds no such device); use `trainer.accelerator=auto` for the GPU when there is one "
-            "and the CPU otherwise."
+    """A UserError for an accelerator or a number of devices that cannot run here."""
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    def available(name: str) -> bool:
+        return (
+            name in AcceleratorRegistry and AcceleratorRegistry[name]["accelerator"].is_available()
         )
-    if isinstance(strategy, str) and strategy.lower() == DP_NAME:
-        if int(trainer.get("num_nodes", 1) or 1) > 1:
-            raise UserError(DP_NODES_MESSAGE.format(num_nodes=trainer["num_nodes"]))
-        if (launched := int(os.environ.get("WORLD_SIZE", "1") or 1)) > 1:
-            raise UserError(
-                f"strategy 'dp' runs as one process, but this run was started as {launched} "
-                "processes (WORLD_SIZE, e.g. by torchrun). Start it once: `python train.py "
-                "trainer.strategy=dp trainer.devices=2`, or keep the launcher and use "
-                "`trainer.strategy=ddp`."
-            )
 
-
-def _check_name(what: str, name: str, valid: list[str]) -> None:
-    if name in valid:
+    asked = trainer.get("accelerator", "auto")
+    if not isinstance(asked, str):
         return
-    close = [n for n in valid if n == name.lower()] or difflib.get_close_matches(name, valid, n=1)
-    hint = f" Did you mean `trainer.{what}={close[0]}`?" if close else ""
-    advice = {
-        "strategy": "Use `trainer.strategy=ddp` for one process per device (GPUs, or CPU processes "
-        "with `trainer.accelerator=cpu`), or `trainer.strategy=dp` for one process that splits "
-        "each batch across the GPUs.",
-        "accelerator": "Use `trainer.accelerator=auto` to take the GPU when there is one and the "
-        "CPU otherwise.",
-    }[what]
-    raise UserError(
-        f"trainer.{what}={name!r} is not {'a' if what == 'strategy' else 'an'} {what}.{hint} "
-        f"Valid names: {', '.join(dict.fromkeys(valid))}. {advice}"
-    )
+    picked = {"gpu": "mps" if available("mps") else "cuda"}.get(asked, asked)
+    if asked == "auto":  # as Lightning picks: a TPU, Apple silicon, a CUDA GPU, else the CPU
+        picked = next((n for n in ("tpu", "mps", "cuda") if available(n)), "cpu")
+    if picked == "cpu":
+        _check_cpu_devices(trainer.get("devices", "auto"), chosen=asked == "cpu")
+    elif picked in AcceleratorRegistry and not available(picked):
+        if picked not in ("cuda", "mps"):
+            raise UserError(
+                f"`trainer.accelerator={asked}` is not available on this machine (Lightning finds "
+                "no such device); use `trainer.accelerator=auto` for the GPU when there is one and "
+                "the CPU otherwise."
+            )
+        lacks = "a CUDA GPU" if picked == "cuda" else "Apple silicon (MPS)"
+        todo = _NO_GPU if picked == "cuda" else "run on the CPU with `trainer=cpu`."
+        raise UserError(f"trainer.accelerator asks for {lacks}, but this machine has none: {todo}")
+    launched = os.environ.get("WORLD_SIZE", "1")
+    if str(trainer.get("strategy")).lower() == "dp" and launched.isdigit() and int(launched) > 1:
+        raise UserError(
+            f"strategy 'dp' runs as one process, but this run was started as {launched} "
+            "processes (WORLD_SIZE, e.g. by torchrun). Start it once: `python train.py "
+            "trainer.strategy=dp trainer.devices=2`, or keep the launcher and use "
+            "`trainer.strategy=ddp`."
+        )
 
 
 def usable_cores() -> int:

@@ -1,12 +1,11 @@
-"""Config values of the wrong type or out of range, checked before any object is built.
+"""Config values no object checks when it is built, checked before any is.
 
-What the objects check themselves when they are built (the Trainer's ``max_epochs=-5``,
-``num_nodes=0``, ``limit_train_batches=1.5``; torch's layer sizes) is theirs to refuse
-(`run/boundary.py`). Here is what no object checks, or only once training runs: a value of the
-wrong type for the parameter it goes to (by its type annotation, for any class), and by key name
-in any config (the team's too) a `batch_size`, `lr`, `num_workers`, `*_fraction`, `*dropout`
-out of range or not finite, a folder that is empty or a file; Trainer arguments Lightning takes
-as they are and fails on deep inside its loop; settings that nothing would read.
+What the objects refuse themselves (the Trainer's ``max_epochs=-5``, ``num_nodes=0``, torch's
+layer sizes) is theirs to say (`run/boundary.py`). Here: a value of the wrong type for the
+parameter it goes to (by its annotation, for any class), and by key name in any config (the
+team's too) a `batch_size`, `lr`, `num_workers`, `*_fraction`, `*dropout` out of range or not
+finite, a folder that is empty or a file; the Trainer arguments Lightning takes as they are and
+fails on inside its loop; settings nothing would read.
 """
 
 from __future__ import annotations
@@ -14,9 +13,10 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import re
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +56,8 @@ def check_values(cfg: DictConfig, resolved: Mapping[str, Any]) -> None:
     check_global_groups(cfg)
     check_group_entries(resolved)
     check_config_types(resolved)
-    trainer = resolved.get("trainer") or {}
-    errors = trainer_range_errors(trainer) + named_value_errors(
-        {k: v for k, v in resolved.items() if k != "trainer"}
-    )
+    errors = trainer_range_errors(resolved.get("trainer") or {})
+    errors += named_value_errors({k: v for k, v in resolved.items() if k != "trainer"})
     errors += folder_errors(resolved)
     if errors:
         raise UserError(
@@ -73,9 +71,9 @@ def check_global_groups(cfg: DictConfig) -> None:
     ``# @package _global_``: Hydra puts its keys under the group's name, where nothing reads
     them, and the run would silently do something other than the file asks."""
     for key in map(str, cfg):
-        folder = config_dir() / key
-        files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
-        if not files or not all(_declares_global_package(f) for f in files):
+        files = sorted((config_dir() / key).glob("*.yaml"))
+        global_ = re.compile(r"^#\s*@package\s+_global_", re.MULTILINE)
+        if not files or not all(global_.search(f.read_text()) for f in files):
             continue
         node = cfg[key]
         keys = ", ".join(f"{key}.{k!s}" for k in node) if isinstance(node, DictConfig) else key
@@ -85,15 +83,6 @@ def check_global_groups(cfg: DictConfig) -> None:
             f"ignore them. Add `# @package _global_` as the file's first line, as in "
             f"configs/{key}/{files[0].name}."
         )
-
-
-def _declares_global_package(path: Path) -> bool:
-    for line in path.read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            return False
-        if line.replace(" ", "").startswith("#@package_global_"):
-            return True
-    return False
 
 
 def check_group_entries(resolved: Mapping[str, Any]) -> None:
@@ -114,6 +103,18 @@ def check_group_entries(resolved: Mapping[str, Any]) -> None:
                 )
 
 
+def _walk(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
+    """(key path, key, value) of everything under ``node`` (list items have the key "")."""
+    if isinstance(node, list):
+        for i, value in enumerate(node):
+            yield f"{path}[{i}]", "", value
+            yield from _walk(value, f"{path}[{i}]")
+    elif isinstance(node, Mapping):
+        for key, value in node.items():
+            yield f"{path}.{key}".lstrip("."), str(key), value
+            yield from _walk(value, f"{path}.{key}".lstrip("."))
+
+
 # -- types: each value under a `_target_` against the annotation of the parameter it goes to --
 def _matches(value: Any, annotation: Any) -> bool | None:
     """True/False when the annotation says; None when it is beyond plain config types."""
@@ -127,14 +128,13 @@ def _matches(value: Any, annotation: Any) -> bool | None:
         return True if True in results else (None if None in results else False)
     if origin is typing.Literal:
         return value in args
-    if annotation in (bool, int, float, str, type(None)):
-        if annotation is float:
-            return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation in (bool, int, str, type(None)):
         return isinstance(value, annotation) and (annotation is bool or not isinstance(value, bool))
-    container = origin or annotation
-    if container in (list, tuple, Sequence):
+    if (origin or annotation) in (list, tuple, Sequence):
         return isinstance(value, (list, tuple))
-    return isinstance(value, Mapping) if container in (dict, Mapping) else None
+    return isinstance(value, Mapping) if (origin or annotation) in (dict, Mapping) else None
 
 
 def _describe(annotation: Any) -> str:
@@ -149,7 +149,7 @@ def _describe(annotation: Any) -> str:
     return "null" if annotation is type(None) else names.get(annotation, "a mapping")
 
 
-def _parameters(target: str) -> dict[str, Any]:
+def _annotations(target: Any) -> dict[str, Any]:
     """The annotated parameters of a ``_target_`` (none if it cannot be inspected)."""
     from hydra.utils import get_object
 
@@ -162,30 +162,19 @@ def _parameters(target: str) -> dict[str, Any]:
         return {}
 
 
-def _type_errors(node: Any, path: str) -> list[str]:
-    errors: list[str] = []
-    if isinstance(node, list):
-        for i, item in enumerate(node):
-            errors.extend(_type_errors(item, f"{path}[{i}]"))
-    if not isinstance(node, Mapping):
-        return errors
-    target = node.get("_target_")
-    params = _parameters(target) if isinstance(target, str) else {}
-    for key, value in node.items():
-        where = f"{path}.{key}" if path else str(key)
-        if key in params and not str(key).startswith("_") and _matches(value, params[key]) is False:
-            errors.append(
-                f"`{where}={value!r}` must be {_describe(params[key])}, not {type(value).__name__}"
-            )
-        errors.extend(_type_errors(value, where))
-    return errors
-
-
 def check_config_types(config: Mapping[str, Any] | DictConfig) -> None:
     """Every value under a ``_target_`` against the type annotation of its parameter."""
     if isinstance(config, DictConfig):
         config = check_config_resolves(config)
-    errors = _type_errors(config, "")
+    nodes = [("", config)] + [(w, v) for w, _, v in _walk(config) if isinstance(v, Mapping)]
+    errors = [
+        f"`{f'{where}.{key}'.lstrip('.')}={value!r}` must be {_describe(hints[key])}, "
+        f"not {type(value).__name__}"
+        for where, node in nodes
+        if isinstance(node.get("_target_"), str) and (hints := _annotations(node["_target_"]))
+        for key, value in node.items()
+        if key in hints and _matches(value, hints[key]) is False
+    ]
     seed = config.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         errors.insert(0, f"`seed={seed!r}` must be an integer or null")
@@ -206,7 +195,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-# Trainer arguments Lightning takes as they are and fails on once training runs.
+# Trainer arguments Lightning takes as they are and fails on inside its loop.
 _TRAINER_RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "min_epochs": ("a whole number >= 0", lambda v: v >= 0),
     "min_steps": ("a whole number >= 0", lambda v: v >= 0),
@@ -215,18 +204,14 @@ _TRAINER_RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "check_val_every_n_epoch": ("a whole number >= 1", lambda v: v >= 1),
     "num_sanity_val_steps": ("a whole number >= 0, or -1 for all", lambda v: v >= -1),
     "gradient_clip_val": ("a number >= 0", lambda v: v >= 0),
-    "val_check_interval": (
-        "a fraction of an epoch in (0, 1] or a number of batches >= 1",
-        lambda v: v > 0,
-    ),
+    "val_check_interval": ("a fraction of an epoch or a number of batches > 0", lambda v: v > 0),
 }
 
 
 def trainer_range_errors(trainer: Mapping[str, Any]) -> list[str]:
-    ranges = _TRAINER_RANGES.items()
     return [
         f"`trainer.{field}={trainer[field]!r}` must be {allowed}"
-        for field, (allowed, valid) in ranges
+        for field, (allowed, valid) in _TRAINER_RANGES.items()
         if _number(trainer.get(field)) and not valid(trainer[field])
     ]
 
@@ -247,43 +232,37 @@ def _rule_for(key: str) -> tuple[str, Callable[[Any], bool], bool] | None:
     return None
 
 
-def named_value_errors(node: Any, path: str = "") -> list[str]:
-    """Values of `batch_size`, `lr`, `num_workers`, `*_fraction`... keys anywhere in ``node``
+def named_value_errors(config: Any) -> list[str]:
+    """Values of `batch_size`, `lr`, `num_workers`, `*_fraction`... keys anywhere in ``config``
     that are out of range; and fractions of one mapping that add up to more than 1."""
-    if isinstance(node, list):
-        return [e for i, item in enumerate(node) for e in named_value_errors(item, f"{path}[{i}]")]
-    if not isinstance(node, Mapping):
-        return []
     errors: list[str] = []
-    fractions: dict[str, float] = {}
-    for key, value in node.items():
-        where = f"{path}.{key}" if path else str(key)
-        rule = _rule_for(str(key))
-        if rule is not None and _number(value):
-            allowed, valid, whole = rule
-            if not math.isfinite(value):  # inf passes `>= 0`; the run would end in NaNs
-                errors.append(f"`{where}={value!r}` must be a finite number ({allowed})")
-            elif (whole and not isinstance(value, int)) or not valid(value):
-                errors.append(f"`{where}={value!r}` must be {allowed}")
-            elif allowed.startswith("a fraction"):
-                fractions[where] = value
-        errors.extend(named_value_errors(value, where))
-    if len(fractions) > 1 and sum(fractions.values()) > 1:
-        listed = " + ".join(f"`{k}={v!r}`" for k, v in fractions.items())
-        errors.append(f"{listed} add up to more than 1, leaving nothing for the rest")
+    fractions: dict[str, dict[str, float]] = {}
+    for where, key, value in _walk(config):
+        if (rule := _rule_for(key)) is None or not _number(value):
+            continue
+        allowed, valid, whole = rule
+        if not math.isfinite(value):  # inf passes `>= 0`; the run would end in NaNs
+            errors.append(f"`{where}={value!r}` must be a finite number ({allowed})")
+        elif (whole and not isinstance(value, int)) or not valid(value):
+            errors.append(f"`{where}={value!r}` must be {allowed}")
+        elif allowed.startswith("a fraction"):
+            fractions.setdefault(where.rpartition(".")[0], {})[where] = value
+    for found in fractions.values():
+        if len(found) > 1 and sum(found.values()) > 1:
+            listed = " + ".join(f"`{k}={v!r}`" for k, v in found.items())
+            errors.append(f"{listed} add up to more than 1, leaving nothing for the rest")
     return errors
 
 
-def folder_errors(node: Any, path: str = "") -> list[str]:
+def folder_errors(config: Mapping[str, Any]) -> list[str]:
     """Folders (`*_dir`, `dir`, `dirpath` keys, any config) given as an empty string (what is
     written there would land in the current directory, or at the filesystem's root below it),
-    or as a file: the code that writes or downloads there would fail deep inside."""
-    errors: list[str] = []
-    for key, value in node.items() if isinstance(node, Mapping) and path != "hydra" else []:
-        where, name = f"{path}.{key}" if path else str(key), str(key).lower()
-        if not (name in ("dir", "dirpath") or name.endswith("_dir")) or not isinstance(value, str):
-            errors.extend(folder_errors(value, where))
-        elif not value.strip():
+    or under a file: the code that writes or downloads there would fail deep inside."""
+    errors = []
+    for where, key, value in _walk(config):
+        if not (key in ("dir", "dirpath") or key.endswith("_dir")) or not isinstance(value, str):
+            continue
+        if not value.strip():
             empty = sorted(v for v, text in os.environ.items() if v.endswith("_DIR") and not text)
             cause = f", as {', '.join(empty)} is set but empty" if empty else ""
             errors.append(f"`{where}=` is empty{cause}: give it a folder, or unset it")

@@ -95,7 +95,7 @@ def model_for_data(cfg: DictConfig, datamodule: Any) -> Any:
     name = type(datamodule).__name__
     contract.check_model_arguments(cls, given, offered, name)
     extra = contract.arguments_from_data(cls, given, offered)
-    return contract.instantiate_model(cfg.model, cls, extra, name)
+    return contract.instantiate_model(cfg.model, cls, extra)
 
 
 def data_name(cfg: DictConfig) -> str:
@@ -159,38 +159,33 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
-    fit, test = bool(cfg.get("train", True)), bool(cfg.get("test", True))
-    data_module = datamodule(cfg, fit=fit, test=test)
+    fit = bool(cfg.get("train", True))
+    data_module = datamodule(cfg, fit=fit, test=bool(cfg.get("test", True)))
     require(cfg, "model")
     with built_from(cfg, "model"):
         model = model_for_data(cfg, data_module)
         contract.check_parameters(model)
-    resumed = check_checkpoint_matches(ckpt_path, model) if ckpt_path else {}
-    callbacks = build_group(cfg, "callbacks")
-    loggers = build_group(cfg, "logger")
-    built_trainer = build_trainer(cfg, callbacks, loggers)
+    job = _job(cfg, config, data_module, model, ckpt_path)
+    job.resumed = check_checkpoint_matches(ckpt_path, model) if ckpt_path else {}
     if fit and is_rank_zero():
         with built_from(cfg, "data"):
-            batches = data.check_training_data(data_module, built_trainer)
+            batches = data.check_training_data(data_module, job.trainer)
         with built_from(cfg, "trainer"):
-            data.check_validation_interval(built_trainer, batches)
+            data.check_validation_interval(job.trainer, batches)
         for key, node in schedules.schedule_nodes(config.get("model"), "model"):
             with built_from(cfg, key):
                 schedules.try_schedule(node, config["trainer"])
     if is_rank_zero():
         print_config_tree(config)
-    return Job(
-        cfg=cfg,
-        output_dir=Path(cfg.paths.output_dir),
-        config=config,
-        datamodule=data_module,
-        model=model,
-        trainer=built_trainer,
-        callbacks=callbacks,
-        loggers=loggers,
-        ckpt_path=ckpt_path,
-        resumed=resumed,
-    )
+    return job
+
+
+def _job(cfg: DictConfig, config: dict[str, Any], data: Any, model: Any, ckpt: str | None) -> Job:
+    """The job of this data and model, its callbacks, loggers and Trainer built."""
+    callbacks, loggers = build_group(cfg, "callbacks"), build_group(cfg, "logger")
+    built = build_trainer(cfg, callbacks, loggers)
+    output_dir = Path(cfg.paths.output_dir)
+    return Job(cfg, output_dir, config, data, model, built, callbacks, loggers, ckpt)
 
 
 def build_trainer(
@@ -217,19 +212,7 @@ def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
     model = load_model(cfg.model._target_, ckpt_path)
     data = datamodule(cfg, fit=False, test=True)
     contract.check_model_fits_data(model, data, data_name(cfg))
-    callbacks = build_group(cfg, "callbacks")
-    loggers = build_group(cfg, "logger")
-    built_trainer = build_trainer(cfg, callbacks, loggers)
+    job = _job(cfg, config, data, model, ckpt_path)
     if is_rank_zero():
         print_config_tree(config)
-    return Job(
-        cfg=cfg,
-        output_dir=Path(cfg.paths.output_dir),
-        config=config,
-        datamodule=data,
-        model=model,
-        trainer=built_trainer,
-        callbacks=callbacks,
-        loggers=loggers,
-        ckpt_path=ckpt_path,
-    )
+    return job

@@ -77,22 +77,37 @@ def main(
 
     die_with_launcher()  # a DDP child: first thing, end with the process that started it
     mask_stderr()
-    if threading.current_thread() is threading.main_thread():
-        for signum in _STOP_SIGNALS:  # until a job takes over: noted, acted on at its start
-            signal.signal(signum, lambda signum, _: _early_signals.append(signum))
     run_dir.register_resolvers()  # before Hydra resolves the run directory
+    _early_signals.clear()
+    with _handled(_STOP_SIGNALS, lambda signum, _: _early_signals.append(signum)):
+        try:
+            args = list(sys.argv[1:]) if argv is None else argv(sys.argv[1:])
+            args = with_trainer_arguments(args)  # `trainer.<any Trainer argument>=...`, no `+`
+            run_dir.note_run_dirs_on_command_line(args)
+        except UserError as error:
+            report(error)
+            sys.exit(error.exit_code)
+        sys.argv[1:] = args
+        with hydra_errors_as_user_errors():
+            config_path = str(config_dir())
+            hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(
+                as_job(task)
+            )()
+
+
+@contextlib.contextmanager
+def _handled(signums: Sequence[int], handler: Any = None) -> Iterator[None]:
+    """``handler`` (if any) for ``signums`` inside, the previous handlers restored after (main
+    thread only: only it may set them)."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {signum: signal.getsignal(signum) for signum in signums if main_thread}
+    for signum in previous if handler is not None else ():
+        signal.signal(signum, handler)
     try:
-        args = list(sys.argv[1:]) if argv is None else argv(sys.argv[1:])
-        args = with_trainer_arguments(args)  # `trainer.<any Trainer argument>=...`, no `+`
-        run_dir.note_run_dirs_on_command_line(args)
-    except UserError as error:
-        report(error)
-        sys.exit(error.exit_code)
-    sys.argv[1:] = args
-    with hydra_errors_as_user_errors():
-        hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(
-            as_job(task)
-        )()
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old if old is not None else signal.SIG_DFL)
 
 
 def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
@@ -127,7 +142,7 @@ def _stop_if_signalled() -> None:
         if is_rank_zero():
             name = signal.Signals(_early_signals[0]).name.replace("SIGINT", "Ctrl-C")
             print(
-                f"\n{name}: stopped before the run began; nothing of it is left.", file=sys.stderr
+                f"\nStopped by {name} before the run began; nothing of it is kept.", file=sys.stderr
             )
         sys.exit(128 + _early_signals[0])
 
@@ -138,22 +153,18 @@ def stop_signals() -> Iterator[None]:
     training (nothing to save) ends the job at once with 128 + the signal number."""
     from ..reliability import signals
 
-    previous = {signum: signal.getsignal(signum) for signum in signals.STOP_SIGNALS}
-    signals.install_handlers()
-    try:
-        yield
-    except signals.StopRequested as stop:
-        from ..strategies.ddp import end_launched_job
+    with _handled(signals.STOP_SIGNALS):
+        signals.install_handlers()
+        try:
+            yield
+        except signals.StopRequested as stop:
+            from ..strategies.ddp import end_launched_job
 
-        end_launched_job(succeeded=False)
-        remove_untouched_run_dir()  # stopped while building: nothing of the run is left
-        if is_rank_zero():
-            print(f"\n{signals.stopped_message(stop.signum, None, False)}\n", file=sys.stderr)
-        sys.exit(128 + stop.signum)
-    finally:
-        if threading.current_thread() is threading.main_thread():
-            for signum, handler in previous.items():
-                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+            end_launched_job(succeeded=False)
+            remove_untouched_run_dir()  # stopped while building: nothing of the run is left
+            if is_rank_zero():
+                print(f"\n{signals.stopped_message(stop.signum, None, False)}\n", file=sys.stderr)
+            sys.exit(128 + stop.signum)
 
 
 def job_output_dir() -> str | None:

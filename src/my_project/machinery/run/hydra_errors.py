@@ -99,10 +99,12 @@ def explain(error: Exception) -> UserError:
     cause = str(error.__cause__ or "").strip().splitlines()
     if cause and cause[0] not in message:
         message += f" ({cause[0].strip()})"
+    if getattr(error, "override", None):  # Hydra's OverrideParseException
+        message = f"`{error.override}`: {message}"  # type: ignore[attr-defined]
     if not isinstance(error, (HydraException, OmegaConfBaseException)):  # e.g. from its parser
         message = f"The command line cannot be read: {type(error).__name__}: {message}"
     end = "" if message.endswith(".") else "."
-    return UserError(f"{message}{end}{_close_group(message)} {HELP_HINT.format(script=script)}")
+    return UserError(f"{message}{end} {HELP_HINT.format(script=script)}")
 
 
 def describe_yaml_error(error: Exception, path: Path | str | None = None) -> str:
@@ -146,9 +148,9 @@ def _not_in_struct(error: Exception, script: str) -> str | None:
         return None
     full_key, key = str(cause.full_key), str(cause.key)
     parent = full_key[: -len(key) - 1] if full_key.endswith("." + key) else ""
-    if not parent and _close_group(f"Could not override '{key}'"):
-        return None  # a misspelt config group (`expriment=...`): said by `explain`
     names = [str(k) for k in cause.parent_node if not str(k).startswith("_")]
+    if not parent:  # a misspelt config group (`expriment=...`) too
+        names += [folder.name for folder in config_dir().iterdir() if folder.is_dir()]
     where = f"under `{parent}`" if parent else "at the top"
     added = f" To add a new key, write `+{full_key}=...`."
     if parent == "trainer":
@@ -197,21 +199,6 @@ def group_options(group: str) -> list[str]:
         return list(GlobalHydra.instance().config_loader().get_group_options(group))
     folder = config_dir() / group
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
-
-
-def _close_group(message: str) -> str:
-    """ " Did you mean the config group `experiment`?" when Hydra could not override a misspelt
-    group."""
-    match = re.search(r"Could not override '([^'.]+)'", message)
-    if match is None:
-        return ""
-    groups = sorted(
-        str(folder.relative_to(config_dir()))
-        for folder in config_dir().rglob("*")
-        if folder.is_dir() and any(folder.glob("*.yaml"))
-    )
-    close = difflib.get_close_matches(match[1], groups, n=1)
-    return f" Did you mean the config group `{close[0]}`?" if close else ""
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
