@@ -138,7 +138,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "accelerator in capitals",
         "train",
         "trainer.accelerator=CPU",
-        "invalid accelerator name: `accelerator='CPU'`. Available names are: auto, cpu",
+        "You selected an invalid accelerator name: `accelerator='CPU'`. Available names are",
     ),
     ("option in capitals", "train", "data=DOCS_STYLE", "Did you mean `data=docs_style`?"),
     (

@@ -271,7 +271,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "accelerator in capitals",
         "train",
         "trainer.accelerator=CPU",
-        "invalid accelerator name: `accelerator='CPU'`. Available names are: auto, cpu",
+        "You selected an invalid accelerator name: `accelerator='CPU'`. Available names are",
     ),
     (
         "data module argument that does not exist",
@@ -485,7 +485,7 @@ def test_bad_input_is_one_paragraph_exit_2_and_writes_nothing(
 ) -> None:
     code, err = run_in_process(script, overrides(case, places), places["logs"], monkeypatch)
     for name, place in places.items():
-        expected = expected.replace(f"{{{name}}}", str(place))
+        expected = expected.replace("{" + name + "}", str(place))
     assert_one_paragraph_error(code, err, expected)
     assert not places["logs"].exists(), sorted(places["logs"].rglob("*"))
     assert SECRET not in err

@@ -140,10 +140,11 @@ def check_model_arguments(
         if offered
         else f"{data_name} offers none (it has no {MODEL_KWARGS_HOOK}() hook)"
     )
+    interpolation = "${data." + missing[0] + "}"
     raise UserError(
         f"{cls.__name__} needs {', '.join(f'`{name}`' for name in missing)}, which neither its "
         f"config nor the data give: {hook}. Set it in configs/model (e.g. "
-        f"`{missing[0]}: ${{data.{missing[0]}}}` when the data config has that key, or "
+        f"`{missing[0]}: {interpolation}` when the data config has that key, or "
         f"`model.{missing[0]}=...` on the command line), or return it from the data module's "
         f"`{MODEL_KWARGS_HOOK}()`."
     )

@@ -10,6 +10,7 @@ fails on inside its loop; settings nothing would read.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import os
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ..config import config_dir
 from ..errors import UserError
@@ -185,9 +186,16 @@ def check_config_types(config: Mapping[str, Any] | DictConfig) -> None:
         )
 
 
-def check_trainer_types(trainer: Any) -> None:
-    """The `trainer` config's values against `lightning.Trainer`'s annotations."""
-    check_config_types({"trainer": OmegaConf.to_container(trainer, resolve=True)})
+def check_trainer_types(trainer: DictConfig) -> None:
+    """The `trainer` config's values against `lightning.Trainer`'s annotations (those that
+    resolve: `doctor` asks outside a Hydra run, where `${hydra:...}` does not)."""
+    values = {}
+    for key in map(str, trainer):
+        with contextlib.suppress(Exception):
+            value = trainer[key]
+            plain = isinstance(value, (DictConfig, ListConfig))
+            values[key] = OmegaConf.to_container(value, resolve=True) if plain else value
+    check_config_types({"trainer": values})
 
 
 # -- ranges -----------------------------------------------------------------------------------
