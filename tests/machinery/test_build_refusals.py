@@ -52,7 +52,8 @@ CASES: list[tuple[str, str, str, str]] = [
         "misspelt Trainer argument",
         "train",
         "+trainer.max_epoch=3",
-        "Did you mean `trainer.max_epochs`?",
+        "`trainer.max_epoch=3` from the command line: TypeError: Trainer.__init__() got an "
+        "unexpected keyword argument 'max_epoch'",
     ),
     (
         "module argument that does not exist",

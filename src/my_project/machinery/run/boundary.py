@@ -16,8 +16,6 @@ written. What building raises is decided here, and only here, by where it was ra
 from __future__ import annotations
 
 import contextlib
-import difflib
-import inspect
 import os
 import re
 import site
@@ -92,7 +90,7 @@ def refusal(cfg: DictConfig, node: str, error: BaseException, by: str | None = N
     key = typed[0][0] if len(typed) == 1 else node
     target = None if key.endswith("._target_") else by or _target_of(cfg, key)
     refused = f"was refused by {target}" if target else "was refused"
-    complaint = describe(error) + _close_keyword(error, target, key.rpartition(".")[0] or node)
+    complaint = describe(error)
     group = node.split(".")[0]
     where = f"configs/{group}/" if (config_dir() / group).is_dir() else "the config"
     if len(typed) == 1:
@@ -102,7 +100,10 @@ def refusal(cfg: DictConfig, node: str, error: BaseException, by: str | None = N
         )
     shown = ", ".join(shown for _, shown in typed)
     with_typed = f", with {shown} from the command line" if typed else f" ({where})"
-    return f"`{node}` {refused}{with_typed}: {complaint} Fix what it names on the command line or in {where}."
+    return (
+        f"`{node}` {refused}{with_typed}: {complaint} Fix what it names on the command line or "
+        f"in {where}."
+    )
 
 
 def describe(error: BaseException) -> str:
@@ -157,22 +158,6 @@ def _target_of(cfg: DictConfig, key: str) -> str | None:
         if isinstance(found, DictConfig) and isinstance(found.get("_target_"), str):
             return str(found._target_)
     return None
-
-
-def _close_keyword(error: BaseException, target: str | None, where: str) -> str:
-    """ " Did you mean `trainer.max_epochs`?" for an unexpected keyword argument."""
-    match = re.search(r"unexpected keyword argument '(\w+)'", str(error))
-    if match is None or target is None:
-        return ""
-    try:
-        from hydra.utils import get_object
-
-        obj = get_object(target)
-        names = list(inspect.signature(obj.__init__ if inspect.isclass(obj) else obj).parameters)
-    except Exception:  # a target that cannot be inspected: no suggestion
-        return ""
-    close = difflib.get_close_matches(match[1], [n for n in names if n != "self"], n=1)
-    return f" Did you mean `{where}.{close[0]}`?" if close else ""
 
 
 def require(cfg: DictConfig, key: str) -> DictConfig:
