@@ -45,6 +45,8 @@ def hydra_errors_as_user_errors() -> Iterator[None]:
                 if raised_in_job(error) or os.environ.get("HYDRA_FULL_ERROR") == "1":
                     raise
                 user_error = explain(error)
+                if user_error is None:  # not Hydra's refusal: its report, with the traceback
+                    raise
                 report(user_error)
                 run_dir.remove_untouched_sweep_dirs()
                 sys.exit(user_error.exit_code)
@@ -69,8 +71,9 @@ def raised_in_job(error: BaseException) -> bool:
     return False
 
 
-def explain(error: Exception) -> UserError:
-    """What Hydra refused, in one paragraph that says what to do."""
+def explain(error: Exception) -> UserError | None:
+    """What Hydra refused, in one paragraph that says what to do; None for an error raised
+    elsewhere than in Hydra, OmegaConf or the file system (a bug of a plugin or a callback)."""
     import yaml
     from hydra.errors import HydraException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException
@@ -101,7 +104,9 @@ def explain(error: Exception) -> UserError:
         message += f" ({cause[0].strip()})"
     if getattr(error, "override", None):  # Hydra's OverrideParseException
         message = f"`{error.override}`: {message}"  # type: ignore[attr-defined]
-    if not isinstance(error, (HydraException, OmegaConfBaseException)):  # e.g. from its parser
+    if not isinstance(error, (HydraException, OmegaConfBaseException)):
+        if not _frames(error)[-1].startswith(("hydra.", "omegaconf.")):
+            return None
         message = f"The command line cannot be read: {type(error).__name__}: {message}"
     end = "" if message.endswith(".") else "."
     return UserError(f"{message}{end} {HELP_HINT.format(script=script)}")
@@ -118,11 +123,7 @@ def describe_yaml_error(error: Exception, path: Path | str | None = None) -> str
 def launcher_error(error: Exception) -> UserError | None:
     """A launcher plugin that cannot start the jobs (``-m hydra/launcher=slurm`` where there is
     no SLURM: submitit's ``Could not detect "srun"``); None when no launcher plugin raised it."""
-    names, traceback = [], error.__traceback__
-    while traceback is not None:
-        names.append(str(traceback.tb_frame.f_globals.get("__name__", "")))
-        traceback = traceback.tb_next
-    if not any(name.startswith("hydra_plugins.") and "launcher" in name for name in names):
+    if not any(name.startswith("hydra_plugins.") and "launcher" in name for name in _frames(error)):
         return None
     typed = next(
         (f"`{a}`" for a in sys.argv[1:] if a.lstrip("+").startswith("hydra/launcher=")),
@@ -199,6 +200,15 @@ def group_options(group: str) -> list[str]:
         return list(GlobalHydra.instance().config_loader().get_group_options(group))
     folder = config_dir() / group
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def _frames(error: BaseException) -> list[str]:
+    """The modules of the frames ``error`` passed through, innermost last."""
+    names, traceback = [""], error.__traceback__
+    while traceback is not None:
+        names.append(str(traceback.tb_frame.f_globals.get("__name__", "")))
+        traceback = traceback.tb_next
+    return names
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
