@@ -9,24 +9,17 @@ said by them (`run/boundary.py`); the few checks that need them are `contract`, 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..distributed import is_rank_zero
 from ..errors import UserError
 from ..reliability.resume import resolve_checkpoint_path
 from ..reliability.secrets import protect_run_secrets
 from .checkpoint import check_checkpoint_path, check_resumed_progress, read_checkpoint
 from .devices import check_devices, check_nodes_launched
 from .loggers import check_logger_settings
-from .values import (
-    check_config_resolves,
-    check_trainer_types,
-    check_values,
-    nothing_validated_warning,
-)
+from .values import check_config_resolves, check_trainer_types, check_values
 
 __all__ = ["check_config", "check_devices", "check_trainer_types"]
 
@@ -58,7 +51,4 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
             check_resumed_progress(ckpt_path, checkpoint, epochs, steps)
     check_values(cfg, resolved)
     check_logger_settings(resolved.get("logger"))
-    warning = None if checkpoint_required else nothing_validated_warning(resolved)
-    if warning and is_rank_zero():
-        print(f"\n{warning}\n", file=sys.stderr, flush=True)
     return ckpt_path

@@ -117,37 +117,27 @@ def _walk(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
 
 
 # -- types: each value under a `_target_` against the annotation of the parameter it goes to --
-def _matches(value: Any, annotation: Any) -> bool | None:
-    """True/False when the annotation says; None when it is beyond plain config types."""
-    if annotation in (inspect.Parameter.empty, Any) or (
-        isinstance(value, Mapping) and "_target_" in value  # Hydra builds it into something else
-    ):
-        return None
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        results = [_matches(value, arm) for arm in args]
-        return True if True in results else (None if None in results else False)
-    if origin is typing.Literal:
-        return value in args
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation in (bool, int, str, type(None)):
-        return isinstance(value, annotation) and (annotation is bool or not isinstance(value, bool))
-    if (origin or annotation) in (list, tuple, Sequence):
+_PLAIN = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+_PLAIN |= {type(None): "null", list: "a list", tuple: "a list", Sequence: "a list"}
+_PLAIN |= {dict: "a mapping", Mapping: "a mapping"}
+
+
+def _plain_types(annotation: Any) -> tuple[Any, ...]:
+    """The plain types an annotation allows (``int | None``: int, NoneType); () when it allows
+    anything else too (a class, a Literal, Any), which is for the object to check."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    arms = tuple(
+        typing.get_origin(a) or a for a in (typing.get_args(annotation) if union else [annotation])
+    )
+    return arms if all(arm in _PLAIN for arm in arms) else ()
+
+
+def _is(value: Any, plain: Any) -> bool:
+    if plain in (list, tuple, Sequence):
         return isinstance(value, (list, tuple))
-    return isinstance(value, Mapping) if (origin or annotation) in (dict, Mapping) else None
-
-
-def _describe(annotation: Any) -> str:
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_describe(arm) for arm in args)
-    if origin is typing.Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    if (origin or annotation) in (list, tuple, Sequence):
-        return "a list"
-    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
-    return "null" if annotation is type(None) else names.get(annotation, "a mapping")
+    if plain is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, plain) and (plain is bool or not isinstance(value, bool))
 
 
 def _annotations(target: Any) -> dict[str, Any]:
@@ -167,15 +157,20 @@ def check_config_types(config: Mapping[str, Any] | DictConfig) -> None:
     """Every value under a ``_target_`` against the type annotation of its parameter."""
     if isinstance(config, DictConfig):
         config = check_config_resolves(config)
-    nodes = [("", config)] + [(w, v) for w, _, v in _walk(config) if isinstance(v, Mapping)]
-    errors = [
-        f"`{f'{where}.{key}'.lstrip('.')}={value!r}` must be {_describe(hints[key])}, "
-        f"not {type(value).__name__}"
-        for where, node in nodes
-        if isinstance(node.get("_target_"), str) and (hints := _annotations(node["_target_"]))
-        for key, value in node.items()
-        if key in hints and _matches(value, hints[key]) is False
-    ]
+    nodes: list[tuple[str, Mapping[str, Any]]] = [("", config)]
+    nodes += [(w, v) for w, _, v in _walk(config) if isinstance(v, Mapping)]
+    errors = []
+    for where, node in nodes:
+        hints = _annotations(node["_target_"]) if isinstance(node.get("_target_"), str) else {}
+        for key, value in node.items():
+            plain = _plain_types(hints.get(key))
+            built = isinstance(value, Mapping) and "_target_" in value  # Hydra builds it
+            if plain and not built and not any(_is(value, t) for t in plain):
+                expected = " or ".join(dict.fromkeys(_PLAIN[t] for t in plain))
+                where_ = f"{where}.{key}".lstrip(".")
+                errors.append(
+                    f"`{where_}={value!r}` must be {expected}, not {type(value).__name__}"
+                )
     seed = config.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         errors.insert(0, f"`seed={seed!r}` must be an integer or null")
@@ -277,37 +272,3 @@ def folder_errors(config: Mapping[str, Any]) -> list[str]:
         elif file := next((p for p in (Path(value), *Path(value).parents) if p.is_file()), None):
             errors.append(f"`{where}={value}` must be a folder, but {file} is a file")
     return errors
-
-
-def nothing_validated_warning(config: Mapping[str, Any] | DictConfig) -> str | None:
-    """A warning when the config validates nothing (`*val*_fraction=0`, `limit_val_batches=0`):
-    what it means for the metrics and for the checkpoints that monitor a validation metric."""
-    if isinstance(config, DictConfig):
-        config = check_config_resolves(config)
-    data, trainer = config.get("data") or {}, config.get("trainer") or {}
-    cause = next(
-        (
-            f"data.{k}=0"
-            for k, v in data.items()
-            if "val" in k and k.endswith("fraction") and v == 0
-        ),
-        "trainer.limit_val_batches=0" if trainer.get("limit_val_batches") == 0 else None,
-    )
-    if cause is None:
-        return None
-    monitors = sorted(
-        f"`callbacks.{name}` (monitor {entry['monitor']})"
-        for name, entry in (config.get("callbacks") or {}).items()
-        if isinstance(entry, Mapping) and str(entry.get("monitor") or "").startswith("val")
-    )
-    kept = "the test uses the weights at the end of training"
-    if monitors:
-        kept = (
-            f"{', '.join(monitors)} never saves, so checkpoints/last.ckpt (the newest weights) "
-            f"is the only checkpoint, and {kept}"
-        )
-    return (
-        f"Warning: {cause}: nothing is validated, so no `val/` metrics are logged and {kept}. "
-        "Give the validation split a fraction (e.g. `data.val_fraction=0.15`) to keep the "
-        "best epoch."
-    )
