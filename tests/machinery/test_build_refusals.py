@@ -461,6 +461,30 @@ def test_a_value_the_teams_code_refuses_itself_is_one_paragraph(
     assert not (tmp_path / "logs").exists()
 
 
+def test_a_job_resolves_its_config_and_protects_its_secrets_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from my_project.machinery import preflight
+    from my_project.machinery.preflight import values
+    from my_project.machinery.reliability import secrets
+
+    calls: list[str] = []
+    for module, name in [
+        (preflight, "check_config_resolves"),
+        (values, "check_config_resolves"),
+        (preflight, "protect_run_secrets"),
+        (secrets, "protect_run_secrets"),
+    ]:
+        original = getattr(module, name)
+        monkeypatch.setattr(
+            module, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a)
+        )
+    args = [*TRAIN, "test=false", f"hydra.run.dir={tmp_path / 'run'}"]
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    assert code == 0, err[-3000:]
+    assert sorted(calls) == ["check_config_resolves", "protect_run_secrets"]
+
+
 # -- the config's schedules, tried: never more than the run does ------------------------------
 
 
