@@ -127,7 +127,7 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                     raise
                 if is_rank_zero() or not user_error.every_rank:
                     report(user_error)
-                remove_untouched_run_dir(bad_input=user_error.exit_code == UserError.exit_code)
+                remove_untouched_run_dir(nothing_ran=user_error.exit_code == UserError.exit_code)
                 sys.exit(user_error.exit_code)
 
     return job
@@ -137,7 +137,7 @@ def _stop_if_signalled() -> None:
     """A stop signal that came before the job took over the signals (while Hydra composed the
     config, made the run directory): one line, and no run directory left."""
     if _early_signals:
-        remove_untouched_run_dir()
+        remove_untouched_run_dir(nothing_ran=True)
         run_dir.remove_untouched_sweep_dirs()
         if is_rank_zero():
             name = signal.Signals(_early_signals[0]).name.replace("SIGINT", "Ctrl-C")
@@ -161,7 +161,7 @@ def stop_signals() -> Iterator[None]:
             from ..strategies.ddp import end_launched_job
 
             end_launched_job(succeeded=False)
-            remove_untouched_run_dir()  # stopped while building: nothing of the run is left
+            remove_untouched_run_dir()  # stopped while building: no run directory left
             if is_rank_zero():
                 print(f"\n{signals.stopped_message(stop.signum, None, False)}\n", file=sys.stderr)
             sys.exit(128 + stop.signum)
@@ -173,10 +173,10 @@ def job_output_dir() -> str | None:
     return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
 
 
-def remove_untouched_run_dir(bad_input: bool = False) -> None:
-    """The run directory, if this process made it and it holds only Hydra's own files; for
-    ``bad_input`` refused before anything ran, in a run directory that was there before
-    (`resume=`), Hydra's record of this command, if this process made it."""
+def remove_untouched_run_dir(nothing_ran: bool = False) -> None:
+    """The run directory, if this process made it and it holds only Hydra's own files; when
+    ``nothing_ran``, in a run directory that was there before (`resume=`), Hydra's record of
+    this command, if this process made it."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
@@ -191,7 +191,7 @@ def remove_untouched_run_dir(bad_input: bool = False) -> None:
         hydra_files.append(Path(log_file).name)
     output_dir = hydra_cfg.runtime.output_dir
     removed = run_dir.remove_if_untouched(output_dir, hydra_files)
-    if not removed and bad_input and hydra_cfg.output_subdir:
+    if not removed and nothing_ran and hydra_cfg.output_subdir:
         run_dir.remove_record_if_made_here(Path(output_dir) / hydra_cfg.output_subdir)
 
 
