@@ -38,7 +38,7 @@ def try_schedule(node: Mapping[str, Any], trainer: Mapping[str, Any]) -> None:
     parameters = dict(list(inspect.signature(cls).parameters.items())[1:])  # not `optimizer`
     kwargs = {k: v for k, v in node.items() if k in parameters}
     needed = [n for n, p in parameters.items() if p.default is p.empty and p.kind in _NAMED]
-    nested = [v for v in kwargs.values() for v in (v if isinstance(v, list) else [v])]
+    nested = [item for v in kwargs.values() for item in (v if isinstance(v, list) else [v])]
     if any(n not in kwargs for n in needed) or any(isinstance(v, Mapping) for v in nested):
         return
     limits = (trainer.get("max_epochs"), trainer.get("max_steps"))
