@@ -227,7 +227,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "`trainer.foo=1` from the command line: TypeError: Trainer.__init__() got an unexpected "
         "keyword argument 'foo'",
     ),
-    ("data removed", "train", "~data", "`data` is removed, but this run builds an object"),
+    (
+        "data removed",
+        "train",
+        "~data",
+        "`~data` was refused: ConfigAttributeError: Key 'data' is not in struct",
+    ),
     (
         "negative layer size",
         "train",

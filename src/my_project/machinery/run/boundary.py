@@ -158,18 +158,3 @@ def _target_of(cfg: DictConfig, key: str) -> str | None:
         if isinstance(found, DictConfig) and isinstance(found.get("_target_"), str):
             return str(found._target_)
     return None
-
-
-def require(cfg: DictConfig, key: str) -> DictConfig:
-    """``cfg.<key>``, a config to build from: its absence (``'~data'``) is a UserError."""
-    found = OmegaConf.select(cfg, key, default=None)
-    if isinstance(found, DictConfig) and "_target_" in found:
-        return found
-    group = config_dir() / key
-    options = sorted(p.stem for p in group.glob("*.yaml")) if group.is_dir() else []
-    listed = f" (options: {', '.join(options)})" if options else ""
-    what = "is removed" if found is None else f"has no `_target_` (it is {found})"
-    raise UserError(
-        f"`{key}` {what}, but this run builds an object from it. Choose one with "
-        f"`{key}=<option>`{listed}, or drop the override that removed it (`~{key}`)."
-    )

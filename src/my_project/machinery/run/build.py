@@ -19,7 +19,7 @@ from ..config import print_config_tree
 from ..distributed import is_rank_zero
 from ..errors import UserError
 from ..reliability.secrets import mask_secrets
-from .boundary import built_from, require
+from .boundary import built_from
 
 
 @dataclass
@@ -121,7 +121,6 @@ def datamodule(cfg: DictConfig, fit: bool, test: bool) -> Any:
     """The LightningDataModule of ``cfg.data``, checked against what this run asks of it."""
     from ..preflight import contract
 
-    require(cfg, "data")
     with built_from(cfg, "data"):
         data = instantiate_data(cfg)
     contract.check_datamodule(data, str(cfg.data.get("_target_")), fit=fit, test=test)
@@ -161,7 +160,6 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     seed_and_precision(cfg)
     fit = bool(cfg.get("train", True))
     data_module = datamodule(cfg, fit=fit, test=bool(cfg.get("test", True)))
-    require(cfg, "model")
     with built_from(cfg, "model"):
         model = model_for_data(cfg, data_module)
         contract.check_parameters(model)
@@ -195,7 +193,6 @@ def build_trainer(
     environment variables a run of several processes reads)."""
     from ..preflight.devices import check_launch_environment
 
-    require(cfg, "trainer")
     with built_from(cfg, "trainer"):
         built = trainer(cfg, callbacks, loggers, **overrides)
     check_launch_environment(built)
