@@ -21,9 +21,10 @@ import pytest
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from my_project.machinery.preflight import dry_run
+from my_project.machinery.preflight import schedules
 from my_project.machinery.reliability import atomic_io
 
+from .docs_style import LitClassifier, LitDataModule
 from .helpers import (
     DOCS_STYLE,
     DOCS_STYLE_EVAL,
@@ -43,14 +44,16 @@ CASES: list[tuple[str, str, str, str]] = [
         "Trainer argument that does not exist",
         "train",
         "+trainer.foo=1",
-        "`trainer.foo=1` was refused by lightning.pytorch.Trainer: TypeError: "
+        "`trainer` was refused by lightning.pytorch.Trainer, with `trainer=cpu`, "
+        "`trainer.max_epochs=1`, `trainer.foo=1` from the command line: TypeError: "
         "Trainer.__init__() got an unexpected keyword argument 'foo'",
     ),
     (
         "misspelt Trainer argument",
         "train",
         "+trainer.max_epoch=3",
-        "Did you mean `trainer.max_epochs`?",
+        "`trainer.max_epoch=3` from the command line: TypeError: Trainer.__init__() got an "
+        "unexpected keyword argument 'max_epoch'",
     ),
     (
         "module argument that does not exist",
@@ -89,13 +92,14 @@ CASES: list[tuple[str, str, str, str]] = [
         "duration that is not one",
         "train",
         "+trainer.max_time=abc",
-        "`trainer.max_time=abc` was refused by lightning.pytorch.Trainer",
+        "`trainer.max_time=abc` from the command line: MisconfigurationException: "
+        "`Timer(duration='abc')` is not a valid duration",
     ),
     (
         "clipping algorithm that does not exist",
         "train",
         "+trainer.gradient_clip_algorithm=foo",
-        "`trainer.gradient_clip_algorithm=foo` was refused",
+        "`trainer.gradient_clip_algorithm=foo` from the command line",
     ),
     (
         "monitor mode that is not one",
@@ -126,12 +130,17 @@ CASES: list[tuple[str, str, str, str]] = [
         "validation interval longer than an epoch",
         "train",
         "+trainer.val_check_interval=1000",
-        "`trainer.val_check_interval=1000` was refused by lightning.pytorch.Trainer: "
-        "ValueError: val_check_interval=1000 asks to validate every 1000 training batches, "
-        "but an epoch has 16",
+        "`trainer.val_check_interval=1000` from the command line: ValueError: "
+        "val_check_interval=1000 asks to validate every 1000 training batches, but an epoch "
+        "has 16",
     ),
     ("several nodes without a launcher", "train", "trainer.num_nodes=2", "wait forever"),
-    ("accelerator in capitals", "train", "trainer.accelerator=CPU", "`trainer.accelerator=cpu`?"),
+    (
+        "accelerator in capitals",
+        "train",
+        "trainer.accelerator=CPU",
+        "You selected an invalid accelerator name: `accelerator='CPU'`. Available names are",
+    ),
     ("option in capitals", "train", "data=DOCS_STYLE", "Did you mean `data=docs_style`?"),
     (
         "misspelt logger in a list",
@@ -391,48 +400,172 @@ def test_an_error_of_the_run_itself_after_the_build_keeps_its_traceback(
     assert "a bug in the team's code" in err and "\nError: " not in err
 
 
-# -- the dry run: never more than the run does ----------------------------------------------
+class TypoInInit(LitClassifier):
+    """A team's module with a typo in its `__init__`: a bug, not a value refused."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.loss = torch.nn.CrossEntropyLos()  # type: ignore[attr-defined]
 
 
-class Scheduled(LightningModule):
-    def __init__(self, make: Any, interval: str = "epoch", needs_trainer: bool = False) -> None:
-        super().__init__()
-        self.layer = torch.nn.Linear(2, 2)
-        self.make, self.interval, self.needs_trainer = make, interval, needs_trainer
-
-    def configure_optimizers(self) -> Any:
-        if self.needs_trainer:
-            _ = self.trainer.estimated_stepping_batches
-        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
-        scheduler = self.make(optimizer)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": self.interval},
-        }
+class TypoInSetup(LitDataModule):
+    def setup(self, stage: str | None = None) -> None:
+        super().setup(stage)
+        self.train_set = self.trian_set  # type: ignore[attr-defined]
 
 
-def test_a_schedule_that_divides_by_zero_fails_the_dry_run() -> None:
-    model = Scheduled(lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=0))
-    with pytest.raises(ZeroDivisionError):
-        dry_run.try_schedules(model, epochs=3, steps_per_epoch=10, max_steps=-1)
-    dry_run.try_schedules(model, epochs=0, steps_per_epoch=10, max_steps=-1)  # never stepped
+class RefusesItsValue(LitClassifier):
+    """A team's own check of a value (`raise ValueError`): a value refused, like a library's."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        if kwargs["hidden"] > 64:
+            raise ValueError(f"hidden={kwargs['hidden']} is more than this model can take")
+        super().__init__(**kwargs)
 
 
-def test_the_dry_run_steps_a_schedule_no_more_than_the_run_does() -> None:
-    """`OneCycleLR` refuses a step past its `total_steps`: exactly as many is fine."""
-    model = Scheduled(
-        lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.1, total_steps=30), "step"
+@pytest.mark.parametrize(
+    ("override", "line", "complaint"),
+    [
+        (
+            "model._target_",
+            "self.loss = torch.nn.CrossEntropyLos()",
+            "no attribute 'CrossEntropyLos'",
+        ),
+        ("data._target_", "self.train_set = self.trian_set", "no attribute 'trian_set'"),
+    ],
+    ids=["module's __init__", "data module's setup"],
+)
+def test_a_bug_in_the_teams_code_while_building_shows_its_traceback_and_writes_nothing(
+    override: str, line: str, complaint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cls = TypoInInit if override.startswith("model") else TypoInSetup
+    args = [*TRAIN, f"{override}={__name__}.{cls.__name__}"]
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    assert code == 1, err[-3000:]
+    assert f'File "{__file__}", line ' in err and line in err and complaint in err
+    assert "\nError: " not in err and "Error in call to target" not in err
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_value_the_teams_code_refuses_itself_is_one_paragraph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = [*TRAIN, f"model._target_={__name__}.RefusesItsValue", "model.hidden=65"]
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    message = one_paragraph_error(code, err)
+    assert (
+        "`model` was refused by tests.machinery.test_build_refusals.RefusesItsValue, with"
+        in message
     )
-    dry_run.try_schedules(model, epochs=3, steps_per_epoch=10, max_steps=-1)
-    dry_run.try_schedules(model, epochs=-1, steps_per_epoch=None, max_steps=30)
-    dry_run.try_schedules(model, epochs=None, steps_per_epoch=None, max_steps=None)
+    assert "ValueError: hidden=65 is more than this model can take" in message
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_job_resolves_its_config_and_protects_its_secrets_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from my_project.machinery import preflight
+    from my_project.machinery.preflight import values
+    from my_project.machinery.reliability import secrets
+
+    calls: list[str] = []
+    for module, name in [
+        (preflight, "check_config_resolves"),
+        (values, "check_config_resolves"),
+        (preflight, "protect_run_secrets"),
+        (secrets, "protect_run_secrets"),
+    ]:
+        original = getattr(module, name)
+        monkeypatch.setattr(
+            module, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a)
+        )
+    args = [*TRAIN, "test=false", f"hydra.run.dir={tmp_path / 'run'}"]
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    assert code == 0, err[-3000:]
+    assert sorted(calls) == ["check_config_resolves", "protect_run_secrets"]
+
+
+# -- the config's schedules, tried: never more than the run does ------------------------------
+
+
+def cosine(t_max: int) -> dict[str, Any]:
+    return {"_target_": "torch.optim.lr_scheduler.CosineAnnealingLR", "T_max": t_max}
+
+
+def test_a_schedule_that_divides_by_zero_fails_when_tried() -> None:
+    with pytest.raises(ZeroDivisionError):
+        schedules.try_schedule(cosine(0), {"max_epochs": 3, "max_steps": -1})
+    schedules.try_schedule(cosine(0), {"max_epochs": 0, "max_steps": -1})  # never stepped
+
+
+def test_a_schedule_is_stepped_no_more_than_the_run_steps_it() -> None:
+    """`OneCycleLR` refuses a step past its `total_steps`: exactly as many is fine."""
+    one_cycle = {"_target_": "torch.optim.lr_scheduler.OneCycleLR", "max_lr": 0.1}
+    schedules.try_schedule({**one_cycle, "total_steps": 3}, {"max_epochs": 3, "max_steps": -1})
+    schedules.try_schedule({**one_cycle, "total_steps": 2}, {"max_epochs": 9, "max_steps": 2})
     with pytest.raises(ValueError, match="Tried to step"):
-        dry_run.try_schedules(model, epochs=4, steps_per_epoch=10, max_steps=-1)
+        schedules.try_schedule({**one_cycle, "total_steps": 2}, {"max_epochs": 3})
 
 
-def test_a_configure_optimizers_that_needs_the_trainer_is_left_to_the_run() -> None:
-    model = Scheduled(lambda o: None, needs_trainer=True)
-    dry_run.try_schedules(model, epochs=3, steps_per_epoch=10, max_steps=-1)
+def test_only_torchs_schedules_with_plain_values_are_tried() -> None:
+    """What needs another schedule or a function, and the team's own classes, are the run's."""
+    model = {
+        "_target_": "my_model.Net",
+        "scheduler": cosine(5),
+        "chained": {
+            "_target_": "torch.optim.lr_scheduler.SequentialLR",
+            "schedulers": [cosine(0)],
+            "milestones": [1],
+        },
+        "lambda": {"_target_": "torch.optim.lr_scheduler.LambdaLR"},
+    }
+    found = dict(schedules.schedule_nodes(model, "model"))
+    assert list(found) == ["model.scheduler", "model.chained", "model.lambda"]
+    for node in found.values():
+        schedules.try_schedule(node, {"max_epochs": 3})  # the nested T_max=0 is not tried
+
+
+def test_a_module_that_builds_its_layers_in_setup_trains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the Lightning docs allow: the head made in `setup()` from the data module's
+    `num_classes` (Lightning calls `configure_optimizers` after `setup`); nothing before the fit
+    runs the module's code out of Lightning's order."""
+    target = f"model._target_={__name__}.HeadInSetup"
+    run_dir = tmp_path / "run"
+    code, err = run_main_in_process(
+        "train", [*TRAIN, target, f"hydra.run.dir={run_dir}"], tmp_path / "logs", monkeypatch
+    )
+    assert code == 0, err[-3000:]
+    assert (run_dir / "metrics.json").is_file()
+
+
+class HeadInSetup(LightningModule):
+    def __init__(self, num_features: int, lr: float = 0.1, **kwargs: Any) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.body: Any = None
+
+    def setup(self, stage: str) -> None:
+        classes = self.trainer.datamodule.num_classes
+        self.body = torch.nn.Linear(self.hparams.num_features, classes)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self.body(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_acc", (self.body(x).argmax(1) == y).float().mean())
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("test_acc", (self.body(x).argmax(1) == y).float().mean())
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
 
 
 # -- a full disk --------------------------------------------------------------------------

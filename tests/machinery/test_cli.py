@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, FAST, clean_env, run_entry
+import pytest
+
+from .helpers import (
+    DOCS_STYLE,
+    DOCS_STYLE_EVAL,
+    FAST,
+    LOG_DIR_VAR,
+    ROOT,
+    clean_env,
+    pinned,
+    run_entry,
+)
 
 
 def test_help_does_not_import_torch_or_lightning() -> None:
@@ -33,7 +45,7 @@ def test_unknown_config_option_lists_the_valid_ones(tmp_path: Path) -> None:
 def test_non_numeric_max_epochs_is_a_one_line_error(tmp_path: Path) -> None:
     result = run_entry("train", *DOCS_STYLE, "trainer.max_epochs=abc", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 2
-    assert "trainer.max_epochs='abc' must be a whole number" in result.stderr
+    assert "`trainer.max_epochs='abc'` must be an integer or null" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -52,3 +64,45 @@ def test_eval_without_checkpoint_says_how_to_pass_one(tmp_path: Path) -> None:
     result = run_entry("eval", *DOCS_STYLE_EVAL, f"hydra.run.dir={tmp_path}")
     assert result.returncode != 0
     assert "ckpt_path" in result.stderr
+
+
+SIGNALLED = """
+import os, signal, sys
+import {module} as patched
+original = patched.{name}
+
+def signalled(*args, **kwargs):
+    result = original(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGTERM)
+    return result
+
+patched.{name} = signalled
+sys.argv = ["train.py", *sys.argv[1:]]
+from my_project.machinery.run.train import main
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [("hydra.core.utils", "_save_config"), ("my_project.machinery.run.build", "masked_config")],
+    ids=["before the job starts", "while the job builds"],
+)
+def test_a_sigterm_before_training_ends_in_one_line_and_leaves_no_run_directory(
+    module: str, name: str, tmp_path: Path
+) -> None:
+    """Hydra has written the run directory's `.hydra/` (or the job is building the objects):
+    the signal ends the run there, says so, and takes the directory with it."""
+    code = SIGNALLED.format(module=module, name=name)
+    result = subprocess.run(
+        [sys.executable, "-c", code, *pinned([*DOCS_STYLE, *FAST])],
+        capture_output=True,
+        text=True,
+        env=clean_env(**{LOG_DIR_VAR: str(tmp_path / "logs")}),
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Stopped by SIGTERM"), result.stderr[-3000:]
+    assert not (tmp_path / "logs").exists(), sorted((tmp_path / "logs").rglob("*"))

@@ -108,7 +108,7 @@ def test_bad_overrides_exit_2_with_train_py_s_message_before_any_heavy_import(
 ) -> None:
     result = run_doctor("trainer.max_epochs=abc", log_dir=tmp_path)
     assert result.returncode == 2
-    assert "trainer.max_epochs='abc' must be a whole number" in result.stderr
+    assert "`trainer.max_epochs='abc'` must be an integer" in result.stderr
     assert "Traceback" not in result.stderr and "Software" not in result.stdout
 
     result = run_doctor("logger=spreadsheet", log_dir=tmp_path)  # the template's groups only

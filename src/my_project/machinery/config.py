@@ -15,11 +15,8 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def config_dir() -> Path:
-    """The `configs/` folder: inside the installed package, else at the root of the checkout.
-
-    A wheel carries the configs as ``<package>/configs`` (see pyproject.toml); an editable
-    install or a plain checkout reads the root ``configs/`` that users edit.
-    """
+    """The `configs/` folder: inside the installed package (a wheel carries them, see
+    pyproject.toml), else at the root of the checkout (an editable install, users edit it)."""
     for candidate in (PACKAGE_DIR / "configs", PACKAGE_DIR.parents[1] / "configs"):
         if (candidate / "train.yaml").is_file():
             return candidate
@@ -34,11 +31,8 @@ def print_config_tree(
     order: Sequence[str] = ("data", "model", "trainer", "callbacks", "logger", "paths"),
     save_to: str | Path | None = None,
 ) -> None:
-    """Print a resolved config as a Rich tree, one branch per group, groups in ``order`` first.
-
-    ``config`` is plain data with secrets already masked (`run/build.masked_config`).
-    ``save_to`` writes the same tree, without colours, to a file instead of the screen.
-    """
+    """Print a resolved config (secrets masked) as a Rich tree, one branch per group, groups in
+    ``order`` first; ``save_to``: to that file instead, without colours."""
     import rich.syntax
     import rich.tree
     from rich.console import Console

@@ -1,21 +1,17 @@
 """What the template asks of a team's LightningModule and LightningDataModule, checked.
 
-The contract (README, "Bring your own model and data"):
-
-- ``model._target_`` is a ``LightningModule``; ``data._target_`` a ``LightningDataModule`` with
-  a ``train_dataloader`` (and a ``test_dataloader`` when the run tests).
-- What a model needs from its data (classes, input shape, features, outputs) comes from its
-  config (values or interpolations such as ``${data.num_classes}``) or from the data module's
-  optional hook ``model_kwargs()``: a dict of keyword arguments it offers the model. The
-  template passes those the model's ``__init__`` names and its config leaves unset; a model
-  that asks for nothing gets nothing.
-
-A module that does not fit gets one message naming what is missing, before anything runs.
+The contract (README, "Bring your own model and data"): ``model._target_`` is a
+``LightningModule``; ``data._target_`` a ``LightningDataModule`` with the loaders the run uses.
+What a model needs from its data (classes, input shape) comes from its config (values or
+``${data.num_classes}``) or from the data module's optional hook ``model_kwargs()``: a dict the
+template passes on as far as the model's ``__init__`` names them (or its parents' ``__init__``,
+through ``**kwargs``) and its config leaves them unset.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +20,7 @@ from ..errors import UserError
 if TYPE_CHECKING:
     from lightning.pytorch import LightningModule
 
-# The data module's optional hook: keyword arguments it offers the model's constructor.
 MODEL_KWARGS_HOOK = "model_kwargs"
-# Parameters that take a keyword argument (not `*args`, `**kwargs`).
 _NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
@@ -77,9 +71,7 @@ def check_datamodule(datamodule: Any, target: str, fit: bool, test: bool) -> Non
 def offered_model_kwargs(datamodule: Any) -> dict[str, Any]:
     """What the data module's ``model_kwargs()`` hook offers the model ({} without the hook)."""
     hook = getattr(datamodule, MODEL_KWARGS_HOOK, None)
-    if hook is None:
-        return {}
-    offered = hook() if callable(hook) else hook
+    offered = (hook() if callable(hook) else hook) if hook is not None else {}
     if not isinstance(offered, Mapping):
         raise UserError(
             f"{type(datamodule).__name__}.{MODEL_KWARGS_HOOK}() returned a "
@@ -89,51 +81,37 @@ def offered_model_kwargs(datamodule: Any) -> dict[str, Any]:
     return dict(offered)
 
 
-def constructor_parameters(cls: type) -> dict[str, inspect.Parameter]:
-    """The named parameters of ``cls.__init__`` (not ``self``, ``*args`` or ``**kwargs``)."""
-    parameters = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
-    return {n: p for n, p in list(parameters.items())[1:] if p.kind in _NAMED}
+def _named(init: Any) -> dict[str, inspect.Parameter]:
+    parameters = list(inspect.signature(init).parameters.values())[1:]  # not `self`
+    return {p.name: p for p in parameters if p.kind in _NAMED}
 
 
-def forwarded_parameters(cls: type) -> dict[str, inspect.Parameter]:
-    """The named parameters of the parents' ``__init__`` that ``cls.__init__`` passes its
-    ``**kwargs`` on to: a subclass written ``def __init__(self, *args, **kwargs):
-    super().__init__(*args, **kwargs)`` names none itself, yet its parent's arguments reach
-    the parent through it. Followed up the MRO while each ``__init__`` takes ``**kwargs``,
-    up to Lightning's and torch's own classes."""
-    found: dict[str, inspect.Parameter] = {}
-    forwards = False
+def accepted_parameters(cls: type) -> set[str]:
+    """The keyword arguments ``cls(...)`` takes by name: its ``__init__``'s, and those of the
+    parents' ``__init__`` it passes its ``**kwargs`` on to (up to Lightning's and torch's)."""
+    accepted: set[str] = set()
     for klass in cls.__mro__:
         init = vars(klass).get("__init__")
         if init is None:
             continue
         if klass.__module__.split(".")[0] in ("lightning", "pytorch_lightning", "torch"):
             break
-        parameters = list(inspect.signature(init).parameters.values())[1:]
-        if forwards:
-            found.update(
-                {p.name: p for p in parameters if p.kind in _NAMED and p.name not in found}
-            )
-        forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-        if not forwards:
+        accepted |= set(_named(init))
+        if not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
             break
-    return {n: p for n, p in found.items() if n not in constructor_parameters(cls)}
+    return accepted
 
 
 def arguments_from_data(cls: type, given: Iterable[str], offered: Mapping[str, Any]) -> dict:
-    """What of the data's offer the model gets: the arguments its ``__init__`` names, or
-    passes on to a parent through ``**kwargs``, that its config leaves unset."""
-    wanted = {**constructor_parameters(cls), **forwarded_parameters(cls)}
-    return {k: v for k, v in offered.items() if k in wanted and k not in set(given)}
+    """What of the data's offer the model gets: what it takes and its config leaves unset."""
+    accepted = accepted_parameters(cls) - set(given)
+    return {key: value for key, value in offered.items() if key in accepted}
 
 
-def instantiate_model(model_cfg: Any, cls: type, extra: Mapping[str, Any], data_name: str) -> Any:
-    """``instantiate(model_cfg, **extra)``, where a parent's argument the subclass sets itself
-    (``super().__init__(num_classes=2, **kwargs)``) is not passed twice, and a parent's
-    required argument nobody gave is one paragraph (the check before sees only the
-    subclass's own parameters)."""
-    import re
-
+def instantiate_model(model_cfg: Any, cls: type, extra: Mapping[str, Any]) -> Any:
+    """``instantiate(model_cfg, **extra)``; an argument a subclass sets itself and passes to its
+    parent with its ``**kwargs`` (``super().__init__(num_classes=2, **kwargs)``) is not passed
+    again from the data."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
@@ -142,31 +120,19 @@ def instantiate_model(model_cfg: Any, cls: type, extra: Mapping[str, Any], data_
         try:
             return instantiate(model_cfg, **extra, _convert_="all")
         except InstantiationException as error:
-            cause = error.__cause__
-            message = str(cause) if isinstance(cause, TypeError) else ""
-            twice = re.search(r"got multiple values for (?:keyword )?argument '(\w+)'", message)
-            if twice and twice[1] in extra and twice[1] in forwarded_parameters(cls):
-                del extra[twice[1]]  # the subclass sets it: the data's offer is not for it
-                continue
-            missing = re.findall(r"'(\w+)'", message) if "required" in message else []
-            if not missing:
+            twice = re.search(r"multiple values for (?:keyword )?argument '(\w+)'", str(error))
+            if twice is None or twice[1] not in extra:
                 raise
-            raise UserError(
-                f"{cls.__name__} needs {', '.join(f'`{n}`' for n in missing)} (an argument of "
-                f"a parent class it passes its **kwargs to), which neither its config nor the "
-                f"data ({data_name}) give. Set it in configs/model (e.g. `model.{missing[0]}=...`"
-                f" on the command line), or return it from the data module's "
-                f"`{MODEL_KWARGS_HOOK}()`."
-            ) from error
+            del extra[twice[1]]
 
 
 def check_model_arguments(
     cls: type, given: Iterable[str], offered: Mapping[str, Any], data_name: str
 ) -> None:
-    """Every required constructor argument of the model is set by the config or the data."""
-    parameters = constructor_parameters(cls)
+    """Every required argument of the model's ``__init__`` is set by the config or the data."""
     known = set(given) | set(offered)
-    missing = [name for name, p in parameters.items() if p.default is p.empty and name not in known]
+    parameters = _named(cls.__init__)  # type: ignore[misc]
+    missing = [n for n, p in parameters.items() if p.default is p.empty and n not in known]
     if not missing:
         return
     hook = (
@@ -184,15 +150,31 @@ def check_model_arguments(
     )
 
 
+def check_parameters(model: Any) -> None:
+    """No parameter of the built model is empty (a layer of size 0 learns nothing, and the
+    layers after it see only zeros; torch only warns)."""
+    from torch.nn.parameter import UninitializedParameter
+
+    for name, parameter in model.named_parameters():
+        if not isinstance(parameter, UninitializedParameter) and parameter.numel() == 0:
+            raise ValueError(
+                f"the model has a layer of size 0: its parameter {name} has shape "
+                f"{tuple(parameter.shape)} and no elements; a layer needs at least one unit"
+            )
+
+
 def check_model_fits_data(model: Any, datamodule: Any, data_name: str) -> None:
     """A model rebuilt from a checkpoint takes the data it is given (eval.py, predict.py):
     every value the data module offers that the model's hyperparameters also record agrees."""
-    offered = offered_model_kwargs(datamodule)
+
+    def plain(value: Any) -> Any:  # lists and tuples compare alike (a shape may be either)
+        return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
+
     recorded = dict(getattr(model, "hparams", {}) or {})
     conflicts = [
-        f"`{key}`: the model has {_plain(recorded[key])}, the data {_plain(value)}"
-        for key, value in offered.items()
-        if key in recorded and _plain(recorded[key]) != _plain(value)
+        f"`{key}`: the model has {plain(recorded[key])}, the data {plain(value)}"
+        for key, value in offered_model_kwargs(datamodule).items()
+        if key in recorded and plain(recorded[key]) != plain(value)
     ]
     if conflicts:
         raise UserError(
@@ -200,10 +182,3 @@ def check_model_fits_data(model: Any, datamodule: Any, data_name: str) -> None:
             "the data the model was trained on (the `data=` of its run), or a checkpoint trained "
             "on this data."
         )
-
-
-def _plain(value: Any) -> Any:
-    """Lists and tuples compare alike (a shape may be either)."""
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value

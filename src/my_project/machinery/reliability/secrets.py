@@ -1,13 +1,13 @@
 """Secrets (API keys, tokens, passwords) never reach the screen or the run directory.
 
 A config key or environment variable "looks secret" when its name has a word such as
-``token``, ``secret``, ``password`` or a pair such as ``api_key``. Their values are replaced by
-``***`` in what the run prints and saves, whatever their length: by key name in structured
-data (the config, logged hyperparameters) and in text wherever the key names the value
-(``+hf_token=...`` in an override, ``hf_token: ...`` in YAML, ``'api_key': '...'`` in a repr).
-Values long enough not to be ordinary words or numbers are also masked wherever else they turn
-up: this run's secret config values of at least 6 characters, and those of secret-looking
-environment variables (e.g. ``WANDB_API_KEY``) of at least 8. Only omegaconf is imported here.
+``token``, ``secret``, ``password`` or a pair such as ``api_key``. Their values become ``***``
+in what the run prints and saves, whatever their length: by key name in structured data (the
+config, logged hyperparameters) and in text wherever the key names the value (``+hf_token=...``,
+``hf_token: ...``, ``'api_key': '...'``). Values long enough not to be ordinary words are also
+masked wherever else they turn up: this run's secret config values of at least 6 characters,
+secret-looking environment variables (``WANDB_API_KEY``) of at least 8. Only omegaconf is
+imported here.
 """
 
 from __future__ import annotations
@@ -23,60 +23,40 @@ from pathlib import Path
 from typing import Any, TextIO
 
 MASK = "***"
-_SECRET_WORDS = {
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "secrets",
-    "token",
-    "apikey",
-    "credential",
-    "credentials",
-}
+_SECRET_WORDS = {"password", "passwd", "passphrase", "secret", "secrets", "token", "apikey"}
+_SECRET_WORDS |= {"credential", "credentials"}
 _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("auth", "key")}
-# Shorter values are too likely to be ordinary words or numbers to replace wherever they occur
-# (a 4-character password "test" would mask every "test/acc"); they are masked where their key
-# names them. Environment variables are many and not chosen for this run: a higher bar.
+# Shorter values are too likely to be ordinary words ("test" would mask every "test/acc"); they
+# are masked where their key names them. Environment variables are not chosen for this run.
 _MIN_CONFIG_SECRET_LENGTH = 6
 _MIN_ENV_SECRET_LENGTH = 8
 _registered: set[str] = set()
-# `key=value` (overrides, argv), `key: value` (YAML) and `'key': 'value'` (reprs): the value is a
-# quoted string or runs to the next blank, comma, quote, backtick or closing bracket.
+# `key=value` (overrides), `key: value` (YAML), `'key': 'value'` (reprs): the value is a quoted
+# string or runs to the next blank, comma, quote, backtick or closing bracket.
 _KEY = re.compile(r"""(?P<key>['"]?[+~]*[A-Za-z_][\w.\-/]*['"]?)(?P<sep>[ \t]*[=:][ \t]*)""")
 _VALUE = re.compile(r"""'[^'\n]*'|"[^"\n]*"|[^\s,'"`\]\}\)]+""")
-
-
-def _words(name: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
-    return [w for w in re.split(r"[^a-zA-Z0-9]+", spaced.lower()) if w]
 
 
 @functools.lru_cache(maxsize=4096)
 def looks_secret(name: str) -> bool:
     """`WANDB_API_KEY`, `hf_token`, `dbPassword` do; `max_tokens`, `key_dim` do not."""
-    words = _words(name)
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    words = [w for w in re.split(r"[^a-zA-Z0-9]+", spaced.lower()) if w]
     return bool(_SECRET_WORDS & set(words)) or any(
         pair in _SECRET_PAIRS for pair in itertools.pairwise(words)
     )
 
 
-def register_secret_values(values: Iterable[Any]) -> None:
-    """Values found in this run's config under secret-looking keys: mask them everywhere."""
-    _registered.update(str(v) for v in values if v is not None and str(v) not in ("", MASK))
-
-
 def secret_values(environ: Mapping[str, str] | None = None) -> set[str]:
-    """The values to hide wherever they occur: secret-looking environment variables plus this
-    run's secret config values, each when long enough (see the module docstring)."""
+    """The values to hide wherever they occur (see the module docstring)."""
     environ = os.environ if environ is None else environ
     found = {v for k, v in environ.items() if looks_secret(k) and len(v) >= _MIN_ENV_SECRET_LENGTH}
     return found | {v for v in _registered if len(v) >= _MIN_CONFIG_SECRET_LENGTH}
 
 
 def _mask_keyed_values(text: str) -> str:
-    """Mask every value that a secret-looking key names, at any length. A key that is not
-    secret does not hide what follows it (`override_dirname: +hf_token=...`)."""
+    """Every value a secret-looking key names, masked at any length; a key that is not secret
+    does not hide what follows it (`override_dirname: +hf_token=...`)."""
     out, pos = [], 0
     while (key := _KEY.search(text, pos)) is not None:
         value = _VALUE.match(text, key.end())
@@ -96,9 +76,9 @@ def _mask_keyed_values(text: str) -> str:
 
 
 def mask_text(text: str, values: Iterable[str] | None = None) -> str:
-    """``text`` with every value its key names as secret masked, then every secret value."""
+    """``text`` with every value its key names as secret masked, then every secret value
+    (longest first, so a secret that contains another is replaced whole)."""
     text = _mask_keyed_values(text)
-    # Longest first, so a secret that contains another is replaced whole.
     for value in sorted(secret_values() if values is None else values, key=len, reverse=True):
         text = text.replace(value, MASK)
     return text
@@ -116,68 +96,49 @@ def mask_secrets(data: Any, values: Iterable[str] | None = None) -> Any:
         }
     if isinstance(data, (list, tuple)):
         return type(data)(mask_secrets(item, values) for item in data)
-    if isinstance(data, str):
-        return mask_text(data, values)
-    return data
+    return mask_text(data, values) if isinstance(data, str) else data
 
 
 def secret_config_values(data: Any) -> list[Any]:
     """Values stored under secret-looking keys anywhere in plain config data."""
+    if isinstance(data, list):
+        return [value for item in data for value in secret_config_values(item)]
+    if not isinstance(data, Mapping):
+        return []
     found: list[Any] = []
-    if isinstance(data, Mapping):
-        for key, value in data.items():
-            if looks_secret(str(key)) and not isinstance(value, (Mapping, list)):
-                found.append(value)
-            else:
-                found.extend(secret_config_values(value))
-    elif isinstance(data, list):
-        for item in data:
-            found.extend(secret_config_values(item))
+    for key, value in data.items():
+        if looks_secret(str(key)) and not isinstance(value, (Mapping, list)):
+            found.append(value)
+        else:
+            found.extend(secret_config_values(value))
     return found
 
 
 def secret_override_values(overrides: Iterable[str]) -> list[str]:
     """Values of command-line overrides such as `+logger.wandb.api_key=...`."""
-    found = []
-    for override in overrides:
-        key, sep, value = override.partition("=")
-        if sep and looks_secret(key.lstrip("+~").split(".")[-1]):
-            found.append(value.strip("'\""))
-    return found
+    split = (override.partition("=") for override in overrides)
+    return [v.strip("'\"") for k, sep, v in split if sep and looks_secret(k.split(".")[-1])]
 
 
-def mask_files(folder: str | Path, values: Iterable[str] | None = None) -> None:
-    """Rewrite the text files under ``folder`` (Hydra's `.hydra/`) with secrets masked."""
-    values = set(secret_values() if values is None else values)
-    for path in Path(folder).rglob("*"):
-        if path.is_file() and path.suffix in (".yaml", ".yml", ".log", ".txt", ".json"):
-            text = path.read_text(errors="replace")
-            masked = mask_text(text, values)
-            if masked != text:
-                path.write_text(masked)
-
-
-def protect_run_secrets(cfg: Any) -> None:
-    """Register this run's secret values and mask them in Hydra's saved `.hydra/` files.
-
-    Values under secret-looking config keys and command-line overrides are masked from then
-    on wherever this project prints or saves (config tree, config.yaml, hparams, checkpoints).
-    """
+def protect_run_secrets(resolved: Mapping[str, Any]) -> None:
+    """Register this run's secret values (those under secret-looking keys of the resolved
+    config, and of command-line overrides): from now on they are masked wherever this project
+    prints or saves. Hydra's record of the run (`.hydra/`), already written, is rewritten."""
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
-    values = secret_config_values(OmegaConf.to_container(cfg, resolve=True))
-    if not HydraConfig.initialized():
-        register_secret_values(values)
-        return
-    hydra_cfg = HydraConfig.get()
-    values += secret_override_values(hydra_cfg.overrides.task)
-    register_secret_values(values)
-    # A config composed outside a Hydra job (tests, notebooks) has no output directory.
-    runtime: Any = hydra_cfg.runtime  # a DictConfig at run time
-    output_dir = runtime.get("output_dir")
-    if hydra_cfg.output_subdir is not None and output_dir is not None:
-        mask_files(Path(output_dir) / hydra_cfg.output_subdir)
+    from ..distributed import is_rank_zero
+
+    values = secret_config_values(resolved)
+    hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
+    values += secret_override_values(hydra_cfg.overrides.task if hydra_cfg else [])
+    _registered.update(str(v) for v in values if v is not None and str(v) not in ("", MASK))
+    output_dir = hydra_cfg.runtime.get("output_dir") if hydra_cfg else None  # type: ignore[attr-defined]
+    if hydra_cfg and hydra_cfg.output_subdir is not None and output_dir and is_rank_zero():
+        for path in (Path(output_dir) / hydra_cfg.output_subdir).rglob("*"):
+            if path.is_file() and path.suffix in (".yaml", ".yml", ".log", ".txt", ".json"):
+                text = path.read_text(errors="replace")
+                if (masked := mask_text(text)) != text:
+                    path.write_text(masked)
 
 
 @contextmanager
@@ -207,11 +168,7 @@ class MaskedStream:
 
 
 def mask_stderr() -> None:
-    """Mask secrets in whatever is written to stderr from now on (idempotent).
-
-    Error messages are where secrets escape: Hydra prints a failed job's overrides
-    ("Error executing job with overrides: [...]"), a traceback may show a value. Masking the
-    stream catches them all, whoever prints.
-    """
+    """Mask secrets in whatever is written to stderr from now on (idempotent): error messages
+    are where secrets escape (Hydra prints a failed job's overrides, a traceback a value)."""
     if not isinstance(sys.stderr, MaskedStream):
         sys.stderr = MaskedStream(sys.stderr)

@@ -1,26 +1,25 @@
 """Build: the objects of a run (data, model, callbacks, loggers, Trainer) from the config.
 
-Nothing here trains or writes a file of the run: every object the config names is built, and
-what would fail only once training runs is tried (`preflight.dry_run`), before `record.start`
-writes the first file. Each object is built inside `refusals.built_from` its config key, so
-whatever its class refuses is one paragraph naming the key and the value (exit status 2), and
-the run directory Hydra made is removed again (`entry.as_job`).
+Nothing here trains or writes a file of the run. Each object is built inside
+`boundary.built_from` its config node, so what its class refuses is one paragraph naming the node
+and the overrides typed under it (exit status 2), a bug in the team's code keeps its traceback,
+and the run directory Hydra made is removed again (`entry.as_job`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .. import preflight
 from ..config import print_config_tree
 from ..distributed import is_rank_zero
 from ..errors import UserError
-from ..reliability.secrets import mask_secrets, protect_run_secrets
-from .refusals import built_from, require
+from ..reliability.secrets import mask_secrets
+from .boundary import built_from
 
 
 @dataclass
@@ -40,44 +39,27 @@ class Job:
 
 
 def masked_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config with every secret masked: the one point where secrets are found.
-
-    Values under secret-looking keys (and command-line overrides) are registered, so they are
-    masked from here on wherever the run prints or saves (logs, checkpoints, Hydra's
-    `.hydra/` files, which are rewritten now).
-    """
-    if is_rank_zero():
-        protect_run_secrets(cfg)
+    """The resolved config with every secret masked (`preflight.check_config` registered this
+    run's): what the run prints, logs and saves."""
     return mask_secrets(OmegaConf.to_container(cfg, resolve=True))
 
 
 def build_group(cfg: DictConfig, key: str) -> list[Any]:
-    """Every entry of the dict-of-configs group ``cfg.<key>`` (callbacks, loggers), each
-    inside `built_from` its own key (``callbacks.model_checkpoint``); nulls skipped.
-
-    An entry whose factory returns None (e.g. the progress bar when disabled) is skipped too.
-    """
-    from hydra.utils import instantiate
-
-    group = cfg.get(key)
+    """Every entry of the dict-of-configs group ``cfg.<key>`` (callbacks, loggers), each inside
+    `built_from` its own node (``callbacks.model_checkpoint``); nulls, and entries whose factory
+    returns None (the progress bar when disabled), skipped."""
     built = []
-    for name, entry in (group or {}).items():
-        if entry and "_target_" in entry:
-            with built_from(cfg, f"{key}.{name}"):
-                built.append(instantiate(entry))
-    return [obj for obj in built if obj is not None]
+    for name, entry in (cfg.get(key) or {}).items():
+        with built_from(cfg, f"{key}.{name}"):
+            built += instantiate_group({name: entry})
+    return built
 
 
-def instantiate_group(cfg: DictConfig | None) -> list[Any]:
-    """Instantiate every entry of a dict-of-configs group (callbacks, loggers); skip nulls.
-
-    An entry whose factory returns None (e.g. the progress bar when disabled) is skipped too.
-    """
+def instantiate_group(cfg: Mapping[str, Any] | None) -> list[Any]:
+    """Instantiate every entry of a dict-of-configs group (callbacks, loggers); skip nulls."""
     from hydra.utils import instantiate
 
-    if not cfg:
-        return []
-    built = (instantiate(entry) for entry in cfg.values() if entry and "_target_" in entry)
+    built = (instantiate(e) for e in (cfg or {}).values() if e and "_target_" in e)
     return [obj for obj in built if obj is not None]
 
 
@@ -102,27 +84,18 @@ def seed_and_precision(cfg: DictConfig) -> None:
 
 
 def model_for_data(cfg: DictConfig, datamodule: Any) -> Any:
-    """The LightningModule of ``cfg.model``, given what it asks of the data.
-
-    Its config's values come first; of what the data module's ``model_kwargs()`` hook offers,
-    the model gets the arguments its ``__init__`` names (or passes on to its parent's through
-    ``**kwargs``) and its config leaves unset (`preflight/contract.py`).
-    """
-    from omegaconf import OmegaConf
-
+    """The LightningModule of ``cfg.model``: its config's values, and of what the data module's
+    ``model_kwargs()`` hook offers, what it takes and its config leaves unset (`contract`)."""
     from ..preflight import contract
 
     cls = contract.model_class(cfg.model._target_)
-    given = {
-        str(key)
-        for key in cfg.model
-        if not str(key).startswith("_") and not OmegaConf.is_missing(cfg.model, key)
-    }
+    given = {str(k) for k in cfg.model if not str(k).startswith("_")}
+    given -= {str(k) for k in given if OmegaConf.is_missing(cfg.model, k)}
     offered = contract.offered_model_kwargs(datamodule)
+    name = type(datamodule).__name__
+    contract.check_model_arguments(cls, given, offered, name)
     extra = contract.arguments_from_data(cls, given, offered)
-    data_name = type(datamodule).__name__
-    contract.check_model_arguments(cls, given, offered, data_name)
-    return contract.instantiate_model(cfg.model, cls, extra, data_name)
+    return contract.instantiate_model(cfg.model, cls, extra)
 
 
 def data_name(cfg: DictConfig) -> str:
@@ -148,7 +121,6 @@ def datamodule(cfg: DictConfig, fit: bool, test: bool) -> Any:
     """The LightningDataModule of ``cfg.data``, checked against what this run asks of it."""
     from ..preflight import contract
 
-    require(cfg, "data")
     with built_from(cfg, "data"):
         data = instantiate_data(cfg)
     contract.check_datamodule(data, str(cfg.data.get("_target_")), fit=fit, test=test)
@@ -177,59 +149,41 @@ def load_model(target: str, ckpt_path: str) -> Any:
         ) from error
 
 
-def dry_run(cfg: DictConfig, model: Any, trainer: Any, datamodule: Any) -> None:
-    """What would fail only once training runs, tried now (`preflight.dry_run`): a layer of
-    size 0, the learning-rate schedules, a validation interval longer than an epoch."""
-    from ..preflight import dry_run as dry
-
-    trainer_cfg = cast(dict[str, Any], OmegaConf.to_container(cfg.trainer, resolve=True))
-    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-    batches = dry.training_batches(datamodule.train_dataloader(), trainer_cfg, trainer.world_size)
-    accumulate = int(trainer_cfg.get("accumulate_grad_batches") or 1)
-    with built_from(cfg, "model"):
-        dry.check_parameters(model, dry.zero_sizes(model_cfg, ""))
-        dry.try_schedules(
-            model,
-            epochs=trainer_cfg.get("max_epochs"),
-            steps_per_epoch=None if batches is None else batches // max(accumulate, 1),
-            max_steps=trainer_cfg.get("max_steps"),
-        )
-    with built_from(cfg, "trainer"):
-        dry.check_validation_interval(trainer_cfg, batches)
-
-
 def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     """Data, model (checked against the checkpoint), callbacks, loggers and Trainer of a fit,
-    every one built (and the fit tried, `dry_run`) before anything is written."""
+    every one built, and the training data and the config's schedules tried, before anything
+    is written."""
+    from ..preflight import contract, data, schedules
+    from ..preflight.checkpoint import check_checkpoint_matches
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
-    fit, test = bool(cfg.get("train", True)), bool(cfg.get("test", True))
-    data = datamodule(cfg, fit=fit, test=test)
-    require(cfg, "model")
+    fit = bool(cfg.get("train", True))
+    data_module = datamodule(cfg, fit=fit, test=bool(cfg.get("test", True)))
     with built_from(cfg, "model"):
-        model = model_for_data(cfg, data)
-    checking = fit and is_rank_zero()
-    resumed = preflight.check_built(model, data, ckpt_path, training=checking)
-    callbacks = build_group(cfg, "callbacks")
-    loggers = build_group(cfg, "logger")
-    built_trainer = build_trainer(cfg, callbacks, loggers)
-    if checking:
-        dry_run(cfg, model, built_trainer, data)
+        model = model_for_data(cfg, data_module)
+        contract.check_parameters(model)
+    job = _job(cfg, config, data_module, model, ckpt_path)
+    job.resumed = check_checkpoint_matches(ckpt_path, model) if ckpt_path else {}
+    if fit and is_rank_zero():
+        with built_from(cfg, "data"):
+            batches = data.check_training_data(data_module, job.trainer)
+        with built_from(cfg, "trainer"):
+            data.check_validation_interval(job.trainer, batches)
+        for key, node in schedules.schedule_nodes(config.get("model"), "model"):
+            with built_from(cfg, key):
+                schedules.try_schedule(node, config["trainer"])
     if is_rank_zero():
         print_config_tree(config)
-    return Job(
-        cfg=cfg,
-        output_dir=Path(cfg.paths.output_dir),
-        config=config,
-        datamodule=data,
-        model=model,
-        trainer=built_trainer,
-        callbacks=callbacks,
-        loggers=loggers,
-        ckpt_path=ckpt_path,
-        resumed=resumed,
-    )
+    return job
+
+
+def _job(cfg: DictConfig, config: dict[str, Any], data: Any, model: Any, ckpt: str | None) -> Job:
+    """The job of this data and model, its callbacks, loggers and Trainer built."""
+    callbacks, loggers = build_group(cfg, "callbacks"), build_group(cfg, "logger")
+    built = build_trainer(cfg, callbacks, loggers)
+    output_dir = Path(cfg.paths.output_dir)
+    return Job(cfg, output_dir, config, data, model, built, callbacks, loggers, ckpt)
 
 
 def build_trainer(
@@ -239,7 +193,6 @@ def build_trainer(
     environment variables a run of several processes reads)."""
     from ..preflight.devices import check_launch_environment
 
-    require(cfg, "trainer")
     with built_from(cfg, "trainer"):
         built = trainer(cfg, callbacks, loggers, **overrides)
     check_launch_environment(built)
@@ -256,19 +209,7 @@ def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
     model = load_model(cfg.model._target_, ckpt_path)
     data = datamodule(cfg, fit=False, test=True)
     contract.check_model_fits_data(model, data, data_name(cfg))
-    callbacks = build_group(cfg, "callbacks")
-    loggers = build_group(cfg, "logger")
-    built_trainer = build_trainer(cfg, callbacks, loggers)
+    job = _job(cfg, config, data, model, ckpt_path)
     if is_rank_zero():
         print_config_tree(config)
-    return Job(
-        cfg=cfg,
-        output_dir=Path(cfg.paths.output_dir),
-        config=config,
-        datamodule=data,
-        model=model,
-        trainer=built_trainer,
-        callbacks=callbacks,
-        loggers=loggers,
-        ckpt_path=ckpt_path,
-    )
+    return job

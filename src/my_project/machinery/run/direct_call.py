@@ -1,16 +1,15 @@
 """A task called directly, ``train(cfg)``, from a notebook or a test, as Hydra would run it.
 
-Hydra hands a job its config without the ``hydra`` node and with ``hydra:runtime.output_dir``
-(the run directory, `paths.output_dir`) set. A config composed with Hydra's compose API has
-neither: with ``return_hydra_config=True`` it holds a ``hydra`` node whose runtime values are
-unset (``hydra.job.num``, ``hydra.runtime.output_dir``), as lightning-hydra-template's tests
-and notebooks compose it; without it, ``${hydra:runtime.output_dir}`` has nothing to resolve
-from. :func:`job_config` makes either what a Hydra run would have given the job.
+Hydra hands a job its config without the ``hydra`` node and with a run directory
+(``paths.output_dir``: ``${hydra:runtime.output_dir}``). A config from Hydra's compose API has
+neither: with ``return_hydra_config=True`` (as lightning-hydra-template's tests and notebooks
+compose it) a ``hydra`` node whose runtime values are unset; without it, nothing that
+``${hydra:...}`` could resolve from.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -18,37 +17,27 @@ from ..config import config_dir
 
 
 def job_config(cfg: DictConfig) -> DictConfig:
-    """``cfg`` without a ``hydra`` node, with a run directory: the one set in
+    """``cfg`` as a Hydra job gets it: no ``hydra`` node, and a run directory: the one set in
     ``paths.output_dir``, else a new one made as ``hydra.run.dir`` makes it (the node's own
-    pattern, or configs/hydra/default.yaml's: ``logs/<task>/runs/<time>``).
-
-    A config Hydra gave a job is returned as it is.
-    """
+    pattern, or configs/hydra/default.yaml's). A config Hydra gave a job is returned as it is."""
     from hydra.core.hydra_config import HydraConfig
 
     if "hydra" not in cfg and HydraConfig.initialized():
         return cfg
-    hydra_node = cfg.get("hydra") if "hydra" in cfg else None
+    hydra_node = cfg.get("hydra") or OmegaConf.load(config_dir() / "hydra" / "default.yaml")
     job = cfg.copy()
     with open_dict(job):
         job.pop("hydra", None)
-    if _resolves(job, "paths.output_dir"):
-        return job
-    if hydra_node is None:
-        hydra_node = OmegaConf.load(config_dir() / "hydra" / "default.yaml")
-    run = OmegaConf.to_container(hydra_node.run, resolve=False)
-    pattern = run["dir"] if isinstance(run, dict) else None  # e.g. ${unique_dir:...}
+    try:
+        if OmegaConf.select(job, "paths.output_dir", throw_on_missing=True) is not None:
+            return job
+    except Exception:  # `${hydra:...}` outside a Hydra run, or Hydra's unset `???`
+        pass
     holder = job.copy()
     OmegaConf.set_struct(holder, False)
-    holder.hydra = {"run": {"dir": pattern}}  # resolved against this config's paths, task_name
+    # Resolved against this config's paths and task_name, e.g. `${unique_dir:...}`, which makes it.
+    run = cast(dict[str, Any], OmegaConf.to_container(hydra_node.run, resolve=False))
+    holder.hydra = {"run": {"dir": run["dir"]}}
     with open_dict(job):
-        job.paths.output_dir = str(holder.hydra.run.dir)  # makes it (`unique_dir`)
+        job.paths.output_dir = str(holder.hydra.run.dir)
     return job
-
-
-def _resolves(cfg: DictConfig, key: str) -> bool:
-    try:
-        value: Any = OmegaConf.select(cfg, key, throw_on_missing=True)
-    except Exception:  # `${hydra:...}` outside a Hydra run, or Hydra's unset `???`
-        return False
-    return value is not None

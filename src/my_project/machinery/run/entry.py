@@ -1,19 +1,14 @@
-"""The one place every entry point passes through: registrations, Hydra, clear errors.
+"""The one place every entry point passes through: registrations, Hydra, clear errors, signals.
 
-`python train.py`, `eval.py`, `predict.py` (and their console scripts) call :func:`main`:
-it composes the config with Hydra and runs the task (train, evaluate, predict). Each task
-begins with :func:`register`, so the names the configs and the Trainer look up resolve however
-the task is called (from the command line, a test, a notebook).
-
-Bad input is one paragraph on stderr and exit status 2, and leaves no run directory, wherever
-it is found: on the command line (`resume=`, a `--config-dir` with a broken YAML file, a run
-directory under a file), while Hydra composes the config (an option or group that does not
-exist, a broken YAML file, a malformed override: `hydra_errors.py`), in the task's checks
-(a :class:`~..errors.UserError`), or while the task builds the objects of the run, before it
-writes anything (whatever a class refuses: `refusals.py`). A full disk is one paragraph too
-(`reliability/disk_full.py`), naming what it kept. SIGTERM and Ctrl-C stop a job cleanly
-(`reliability/signals.py`); a DDP child ends with the process that launched it
-(`distributed.die_with_launcher`). Secrets are masked in everything written to stderr.
+`python train.py`, `eval.py`, `predict.py` (and their console scripts) call :func:`main`: it
+composes the config with Hydra and runs the task. Bad input is one paragraph on stderr and exit
+status 2 and leaves no run directory, wherever it is found: on the command line, while Hydra
+composes the config (`hydra_errors.py`), in the task's checks (a :class:`~..errors.UserError`),
+or while the task builds the objects of the run, before it writes anything (`boundary.py`
+decides what is a refused value and what is the team's bug, which keeps its traceback). A full
+disk is one paragraph too (`reliability/disk_full.py`). SIGTERM and Ctrl-C stop a job cleanly
+(`reliability/signals.py`); one that comes before the job starts ends it there, in one line,
+leaving no run directory. Secrets are masked in everything written to stderr.
 """
 
 from __future__ import annotations
@@ -34,36 +29,33 @@ from omegaconf import DictConfig
 
 from ..config import config_dir
 from ..distributed import die_with_launcher, is_rank_zero
-from ..errors import UserError
+from ..errors import UserError, report, user_error_in
 from ..reliability import run_dir
 from ..reliability.disk_full import disk_full_error
-from ..reliability.run_dir import register_resolvers
-from ..reliability.secrets import mask_stderr, protect_run_secrets
-from .hydra_errors import check_yaml_files, hydra_errors_as_user_errors, report, user_error_in
+from ..reliability.secrets import mask_stderr
+from .hydra_errors import hydra_errors_as_user_errors
 from .trainer_arguments import with_trainer_arguments
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_early_signals: list[int] = []  # received before a job took over the signals
 
 
 def register() -> None:
-    """Make the names the configs and the Trainer use resolvable (idempotent).
-
-    - ``${unique_dir:...}`` in configs/hydra (the run directory);
-    - ``trainer.strategy=dp`` and the Hydra-aware ``ddp`` in Lightning's StrategyRegistry;
-    - quiet for what Lightning prints that is not about the run (below).
-    """
-    # Lightning 2.6 builds torch's `LeafSpec` on every step's output (its `_pytree.py`), which
-    # recent torch deprecates with a FutureWarning printed in every run. Nothing the user can
-    # act on; it goes once Lightning builds `TreeSpec`s itself.
+    """Make the names the configs and the Trainer use resolvable (idempotent): ``unique_dir``
+    (the run directory), the ``dp`` and Hydra-aware ``ddp`` strategies; and quiet what
+    Lightning prints that is not about the run."""
+    # Lightning 2.6's `_pytree.py` builds torch's deprecated `LeafSpec` on every step: a
+    # FutureWarning in every run that nobody can act on.
     warnings.filterwarnings(
         "ignore",
         message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
         category=FutureWarning,
     )
-    # Every Trainer logs an advertisement ("💡 Tip: ... try installing litlogger"), with no
-    # switch to turn it off; the rest of what that logger says ("GPU available") stays.
+    # Every Trainer logs an advertisement ("💡 Tip: ... litlogger"), with no switch to turn it off.
     rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(f, _NoLightningTips) for f in rank_zero_log.filters):
         rank_zero_log.addFilter(_NoLightningTips())
-    register_resolvers()
+    run_dir.register_resolvers()
     from ..strategies.registry import register_strategies
 
     register_strategies()
@@ -80,51 +72,53 @@ def main(
     argv: Callable[[Sequence[str]], list[str]] | None = None,
 ) -> None:
     """Compose ``configs/<config_name>.yaml`` with the command line's overrides; run ``task``.
-
-    ``argv`` rewrites the command line first (train.py's ``resume=RUN_DIR``).
-    """
+    ``argv`` rewrites the command line first (train.py's ``resume=RUN_DIR``)."""
     import hydra
 
     die_with_launcher()  # a DDP child: first thing, end with the process that started it
     mask_stderr()
-    register_resolvers()  # before Hydra resolves the run directory
-    with exit_on_user_error():
-        args = list(sys.argv[1:]) if argv is None else argv(sys.argv[1:])
-        args = with_trainer_arguments(args)  # `trainer.<any Trainer argument>=...`, no `+`
-        check_command_line(args)
-    sys.argv[1:] = args
-    with hydra_errors_as_user_errors():
-        hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(
-            as_job(task)
-        )()
+    run_dir.register_resolvers()  # before Hydra resolves the run directory
+    _early_signals.clear()
+    with _handled(_STOP_SIGNALS, lambda signum, _: _early_signals.append(signum)):
+        try:
+            args = list(sys.argv[1:]) if argv is None else argv(sys.argv[1:])
+            args = with_trainer_arguments(args)  # `trainer.<any Trainer argument>=...`, no `+`
+            run_dir.note_run_dirs_on_command_line(args)
+        except UserError as error:
+            report(error)
+            sys.exit(error.exit_code)
+        sys.argv[1:] = args
+        with hydra_errors_as_user_errors():
+            config_path = str(config_dir())
+            hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(
+                as_job(task)
+            )()
 
 
-def check_command_line(args: Sequence[str]) -> None:
-    """What Hydra would pass over or fail on late: a broken YAML file in a ``--config-dir``
-    (Hydra reads only the files a run selects, and the project's configs come first), and a
-    run directory that cannot be created."""
-    from hydra._internal.utils import get_args_parser
-
-    parsed, _ = get_args_parser().parse_known_args(list(args))
-    if parsed.config_dir:
-        check_yaml_files(Path(parsed.config_dir))
-    run_dir.note_run_dirs_on_command_line(parsed.overrides or [])
+@contextlib.contextmanager
+def _handled(signums: Sequence[int], handler: Any = None) -> Iterator[None]:
+    """``handler`` (if any) for ``signums`` inside, the previous handlers restored after (main
+    thread only: only it may set them)."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {signum: signal.getsignal(signum) for signum in signums if main_thread}
+    for signum in previous if handler is not None else ():
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old if old is not None else signal.SIG_DFL)
 
 
 def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
-    """``task`` as a Hydra job: secrets masked in Hydra's record first; SIGTERM and Ctrl-C
-    stop it cleanly (`reliability/signals.py`); a UserError becomes one paragraph and its exit
-    status, and takes the run directory Hydra made with it."""
+    """``task`` as a Hydra job: SIGTERM and Ctrl-C stop it cleanly; a UserError becomes one
+    paragraph and its exit status, and takes the run directory Hydra made with it."""
 
     @functools.wraps(task)
     def job(cfg: DictConfig) -> Any:
+        _stop_if_signalled()
         with stop_signals():
             try:
-                if is_rank_zero():
-                    from ..preflight.values import check_config_resolves
-
-                    check_config_resolves(cfg)  # secrets are looked for in resolved values
-                    protect_run_secrets(cfg)
                 return task(cfg)
             except Exception as error:
                 user_error = user_error_in(error) or disk_full_error(error, job_output_dir())
@@ -133,10 +127,24 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                     raise
                 if is_rank_zero() or not user_error.every_rank:
                     report(user_error)
-                remove_untouched_run_dir(bad_input=user_error.exit_code == UserError.exit_code)
+                remove_untouched_run_dir(nothing_ran=user_error.exit_code == UserError.exit_code)
                 sys.exit(user_error.exit_code)
 
     return job
+
+
+def _stop_if_signalled() -> None:
+    """A stop signal that came before the job took over the signals (while Hydra composed the
+    config, made the run directory): one line, and no run directory left."""
+    if _early_signals:
+        remove_untouched_run_dir(nothing_ran=True)
+        run_dir.remove_untouched_sweep_dirs()
+        if is_rank_zero():
+            name = signal.Signals(_early_signals[0]).name.replace("SIGINT", "Ctrl-C")
+            print(
+                f"\nStopped by {name} before the run began; nothing of it is kept.", file=sys.stderr
+            )
+        sys.exit(128 + _early_signals[0])
 
 
 @contextlib.contextmanager
@@ -145,21 +153,18 @@ def stop_signals() -> Iterator[None]:
     training (nothing to save) ends the job at once with 128 + the signal number."""
     from ..reliability import signals
 
-    previous = {signum: signal.getsignal(signum) for signum in signals.STOP_SIGNALS}
-    signals.install_handlers()
-    try:
-        yield
-    except signals.StopRequested as stop:
-        from ..strategies.ddp import end_launched_job
+    with _handled(signals.STOP_SIGNALS):
+        signals.install_handlers()
+        try:
+            yield
+        except signals.StopRequested as stop:
+            from ..strategies.ddp import end_launched_job
 
-        end_launched_job(succeeded=False)
-        if is_rank_zero():
-            print(f"\n{signals.stopped_message(stop.signum, None, False)}\n", file=sys.stderr)
-        sys.exit(128 + stop.signum)
-    finally:
-        if threading.current_thread() is threading.main_thread():
-            for signum, handler in previous.items():
-                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+            end_launched_job(succeeded=False)
+            remove_untouched_run_dir()  # stopped while building: no run directory left
+            if is_rank_zero():
+                print(f"\n{signals.stopped_message(stop.signum, None, False)}\n", file=sys.stderr)
+            sys.exit(128 + stop.signum)
 
 
 def job_output_dir() -> str | None:
@@ -168,10 +173,10 @@ def job_output_dir() -> str | None:
     return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
 
 
-def remove_untouched_run_dir(bad_input: bool = False) -> None:
-    """The run directory, if this process made it and it holds only Hydra's own files; for
-    ``bad_input`` refused before anything ran, in a run directory that was there before
-    (`resume=`), Hydra's record of this command, if this process made it."""
+def remove_untouched_run_dir(nothing_ran: bool = False) -> None:
+    """The run directory, if this process made it and it holds only Hydra's own files; when
+    ``nothing_ran``, in a run directory that was there before (`resume=`), Hydra's record of
+    this command, if this process made it."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
@@ -186,22 +191,11 @@ def remove_untouched_run_dir(bad_input: bool = False) -> None:
         hydra_files.append(Path(log_file).name)
     output_dir = hydra_cfg.runtime.output_dir
     removed = run_dir.remove_if_untouched(output_dir, hydra_files)
-    if not removed and bad_input and hydra_cfg.output_subdir:
+    if not removed and nothing_ran and hydra_cfg.output_subdir:
         run_dir.remove_record_if_made_here(Path(output_dir) / hydra_cfg.output_subdir)
-
-
-@contextlib.contextmanager
-def exit_on_user_error() -> Iterator[None]:
-    try:
-        yield
-    except UserError as error:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        report(error)
-        sys.exit(error.exit_code)
 
 
 # Hydra launchers that run jobs in other processes (submitit) unpickle the task function,
 # which imports this module there: the resolvers must exist before they resolve the job's
 # run directory.
-register_resolvers()
+run_dir.register_resolvers()

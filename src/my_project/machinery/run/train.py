@@ -12,19 +12,18 @@ from . import entry
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
-    """Fit, then test the best checkpoint; return (and write) the final metrics."""
+    """Fit, then test the best checkpoint; return (and write) the final metrics. Callable on a
+    config composed by code (a notebook, another template's tests): run as Hydra would run it."""
     from .. import preflight
     from . import build, execute, record
     from .direct_call import job_config
 
     entry.register()
-    cfg = job_config(cfg)  # called directly (a notebook, a test): as Hydra would run it
+    cfg = job_config(cfg)
     ckpt_path = preflight.check_config(cfg)  # check: nothing is written before this passes
     job = build.training_job(cfg, ckpt_path)  # build: data, model, callbacks, loggers, Trainer
     record.start(job)  # record what runs
-    metrics = execute.fit_and_test(  # run
-        job, fit=cfg.get("train", True), test=cfg.get("test", True)
-    )
+    metrics = execute.fit_and_test(job, fit=cfg.get("train", True), test=cfg.get("test", True))
     return record.finish(job, metrics)  # record what came out
 
 

@@ -1,13 +1,11 @@
 """`trainer.<any Trainer argument>=value` on the command line, without Hydra's `+`.
 
-The trainer presets (configs/trainer/) list the arguments a project usually sets; Hydra
-refuses an override of a key its config does not have ("not in struct") unless it is written
-`+trainer.x=...`, so `trainer.num_sanity_val_steps=0` was refused although it is a
-`lightning.Trainer` argument. Before Hydra composes, an override ``trainer.X=V`` whose ``X`` is
-an argument of ``lightning.Trainer`` and not in the presets' base (configs/trainer/default.yaml,
-which every preset extends) is rewritten as ``++trainer.X=V`` (set, or add). Anything else is
-left to Hydra, so a misspelt key (``trainer.max_epoch=3``) is still refused, with the closest
-names (`hydra_errors.py`).
+Hydra refuses an override of a key its config does not have unless it is written `+key=...`,
+so `trainer.num_sanity_val_steps=0` was refused although it is a `lightning.Trainer` argument.
+An override ``trainer.X=V`` whose ``X`` is an argument of ``lightning.Trainer`` and not a key of
+configs/trainer/default.yaml (which every trainer preset extends) is rewritten ``++trainer.X=V``
+before Hydra composes. Anything else is left to Hydra, so a misspelt key
+(``trainer.max_epoch=3``) is still refused, with the closest names (`hydra_errors.py`).
 """
 
 from __future__ import annotations
@@ -18,41 +16,29 @@ from collections.abc import Sequence
 
 from ..config import config_dir
 
-PREFIX = "trainer."
-
 
 def with_trainer_arguments(overrides: Sequence[str]) -> list[str]:
-    """``overrides`` with ``trainer.X=V`` as ``++trainer.X=V`` where X is a Trainer argument
-    the presets' base does not list (see the module docstring)."""
+    """``overrides`` with ``trainer.X=V`` as ``++trainer.X=V`` where needed (see above)."""
+    from omegaconf import OmegaConf
+
     listed: set[str] | None = None
     rewritten = []
     for override in overrides:
         key, equals, _ = override.partition("=")
-        name = key[len(PREFIX) :] if key.startswith(PREFIX) else ""
+        name = key.removeprefix("trainer.") if key.startswith("trainer.") else ""
         if equals and name and "." not in name and not name.startswith("_"):
-            if listed is None:
-                listed = preset_keys()
+            if listed is None:  # read once, only when the command line sets the trainer
+                preset = config_dir() / "trainer" / "default.yaml"
+                listed = {str(k) for k in OmegaConf.load(preset)} if preset.is_file() else set()
             if name not in listed and name in trainer_parameters():
                 override = "++" + override
         rewritten.append(override)
     return rewritten
 
 
-def preset_keys() -> set[str]:
-    """The keys of configs/trainer/default.yaml, which every trainer preset extends."""
-    from omegaconf import OmegaConf
-
-    path = config_dir() / "trainer" / "default.yaml"
-    if not path.is_file():
-        return set()
-    return {str(key) for key in OmegaConf.load(path)}
-
-
 @functools.cache
 def trainer_parameters() -> frozenset[str]:
-    """The arguments of ``lightning.Trainer`` (imports Lightning, so only asked for an
-    override the presets do not list)."""
+    """The arguments of ``lightning.Trainer`` (imports Lightning: asked only when needed)."""
     from lightning.pytorch import Trainer
 
-    parameters = list(inspect.signature(Trainer.__init__).parameters)[1:]
-    return frozenset(parameters)
+    return frozenset(list(inspect.signature(Trainer.__init__).parameters)[1:])

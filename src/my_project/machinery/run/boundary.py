@@ -1,0 +1,160 @@
+"""The error boundary of a build: a value the config gives that is refused, or the team's bug.
+
+Every object a run needs is built from a node of its config (``model``, ``trainer``,
+``callbacks.model_checkpoint``, ...) inside :func:`built_from`, before anything of the run is
+written. What building raises is decided here, and only here, by where it was raised:
+
+- a :class:`UserError` (a check said it in the user's words), a ``ValueError`` (Python's "wrong
+  value"), or any exception whose innermost frame is in an installed library or the machinery
+  is the config's value refused: one paragraph naming the node, the overrides the command line
+  typed under it, and the object's own complaint (exit status 2, `entry.as_job`);
+- any other exception raised in the team's own code (its models, data, callbacks: files outside
+  the installed libraries and the machinery) is a bug: it leaves with its traceback, down to the
+  team's file and line (exit status 1), without Hydra's wrapping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import site
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ..config import config_dir
+from ..errors import UserError
+from ..reliability.resume import override_key
+
+_HERE = Path(__file__).resolve()
+_MACHINERY = (str(_HERE.parents[1]) + os.sep, str(_HERE.parents[3] / "hydra_plugins") + os.sep)
+_PACKAGE = str(_HERE.parents[2]) + os.sep  # the team's rooms (models/, data/), installed or not
+_LIBRARIES = tuple(
+    os.path.join(os.path.realpath(path), "")
+    for path in {
+        *(sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")),
+        *site.getsitepackages(),
+        site.getusersitepackages(),
+    }
+)
+_MAX_COMPLAINT = 400  # characters of the object's own message
+
+
+@contextlib.contextmanager
+def built_from(cfg: DictConfig, node: str, by: str | None = None) -> Iterator[None]:
+    """Build (or check) what ``cfg.<node>`` configures inside; decide what it raises (see the
+    module docstring). ``by``: who refuses, when not the ``_target_`` of the node."""
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as error:
+        inner = unwrapped(error)
+        if isinstance(inner, UserError):
+            raise inner from None
+        if isinstance(inner, ValueError) or not raised_in_teams_code(inner):
+            raise UserError(refusal(cfg, node, inner, by), every_rank=True) from inner
+        raise inner from None  # its own traceback, down to the team's line
+
+
+def unwrapped(error: BaseException) -> BaseException:
+    """What Hydra's ``instantiate`` wrapped (at every level of a nested build)."""
+    from hydra.errors import InstantiationException
+
+    while isinstance(error, InstantiationException) and error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
+def raised_in_teams_code(error: BaseException) -> bool:
+    """Whether the innermost frame of ``error`` is in the team's code."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    filename = tb.tb_frame.f_code.co_filename if tb is not None else "<unknown>"
+    if filename.startswith("<"):  # <frozen importlib._bootstrap>, <string>
+        return False
+    path = os.path.realpath(filename)
+    if path.startswith(_MACHINERY):
+        return False
+    return path.startswith(_PACKAGE) or not path.startswith(_LIBRARIES)
+
+
+def refusal(cfg: DictConfig, node: str, error: BaseException, by: str | None = None) -> str:
+    """The paragraph for ``error``, raised while building from ``cfg.<node>``."""
+    typed = typed_under(cfg, node)
+    key = typed[0][0] if len(typed) == 1 else node
+    target = None if key.endswith("._target_") else by or _target_of(cfg, key)
+    refused = f"was refused by {target}" if target else "was refused"
+    complaint = describe(error)
+    group = node.split(".")[0]
+    where = f"configs/{group}/" if (config_dir() / group).is_dir() else "the config"
+    if len(typed) == 1:
+        return (
+            f"{typed[0][1]} {refused}: {complaint} Change it on the command line (or in "
+            f"{where}), or leave it out to use the default."
+        )
+    shown = ", ".join(shown for _, shown in typed)
+    with_typed = f", with {shown} from the command line" if typed else f" ({where})"
+    return (
+        f"`{node}` {refused}{with_typed}: {complaint} Fix what it names on the command line or "
+        f"in {where}."
+    )
+
+
+def describe(error: BaseException) -> str:
+    """``Type: message.``, on one line, at most a few hundred characters."""
+    message = " ".join(str(error).split())
+    if len(message) > _MAX_COMPLAINT:
+        message = message[: _MAX_COMPLAINT - 3] + "..."
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def typed_under(cfg: DictConfig, node: str) -> list[tuple[str, str]]:
+    """The overrides the command line typed under ``node`` (``+trainer.foo=1``, ``model/net=mlp``)
+    or for a key a value under it takes (``monitor_mode=maximum``, as
+    ``callbacks.model_checkpoint.mode: ${monitor_mode}``): (key, as shown); none when the
+    config was composed by code."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    raw: Any = OmegaConf.to_container(cfg, resolve=False)
+    for part in node.split("."):
+        raw = raw.get(part) if isinstance(raw, dict) else None
+    sources = dict(_references(raw, node))
+    typed = []
+    for override in HydraConfig.get().overrides.task:
+        key = override_key(override).replace("/", ".")
+        if key == node or key.startswith(node + "."):
+            typed.append((key, f"`{override.lstrip('+')}`"))
+        elif key in sources:
+            typed.append((sources[key], f"`{override.lstrip('+')}` (as {sources[key]})"))
+    return typed
+
+
+def _references(raw: Any, key: str) -> Iterator[tuple[str, str]]:
+    """(referenced key, key of the value) for every ``${...}`` under ``raw``."""
+    if isinstance(raw, dict):
+        for name, value in raw.items():
+            yield from _references(value, f"{key}.{name}")
+    elif isinstance(raw, list):
+        for value in raw:
+            yield from _references(value, key)
+    elif isinstance(raw, str):
+        yield from ((ref, key) for ref in re.findall(r"\$\{([\w.]+)\}", raw))
+
+
+def _target_of(cfg: DictConfig, key: str) -> str | None:
+    """The ``_target_`` of the innermost config above (or at) ``key`` that has one."""
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        found = OmegaConf.select(cfg, ".".join(parts[:end]), default=None)
+        if isinstance(found, DictConfig) and isinstance(found.get("_target_"), str):
+            return str(found._target_)
+    return None
