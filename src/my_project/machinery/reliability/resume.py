@@ -49,16 +49,18 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
             "Is this a run directory of train.py? Otherwise use `ckpt_path=PATH` with the same "
             "overrides as the original run."
         )
-    if not (run_dir / "checkpoints" / "last.ckpt").is_file():
+    if newest_checkpoint(run_dir) is None:
         raise UserError(
-            f"resume={run_dir}: the run has no checkpoints/last.ckpt (it stopped before its "
-            "first checkpoint). Start it again instead."
+            f"resume={run_dir}: the run has no checkpoints/last.ckpt nor any other checkpoint "
+            "(it stopped before its first), so there is nothing to continue. Start it again, in "
+            "a new directory."
         )
     saved = saved_overrides(saved_path, run_dir)
     saved += saved_search_path(run_dir)
     new = [arg for arg in argv if override_key(arg) != RESUME_KEY]
-    new_keys = {override_key(o) for o in new} | {"ckpt_path", "hydra.run.dir"}
-    kept = [o for o in saved if override_key(o) not in new_keys and o != "~" + RESUME_KEY]
+    typed = {override_key(o) for o in new}  # a typed `ckpt_path=` continues from that file
+    dropped = typed | {"ckpt_path", "hydra.run.dir"}
+    kept = [o for o in saved if override_key(o) not in dropped and o != "~" + RESUME_KEY]
     masked = [override_key(o) for o in kept if MASK in o]
     if masked:
         raise UserError(
@@ -73,7 +75,7 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
         *new,
         f"hydra.run.dir={run_dir}",
         f"hydra.output_subdir=.hydra/resume_{stamp}",
-        f"ckpt_path={LAST}",
+        *([] if "ckpt_path" in typed else [f"ckpt_path={LAST}"]),
         f"{RESUME_KEY}={run_dir}",
     ]
 
@@ -123,11 +125,18 @@ def newest(paths: list[Path]) -> Path | None:
     return max(paths, key=lambda p: p.stat().st_mtime) if paths else None
 
 
+def newest_checkpoint(run_dir: Path) -> Path | None:
+    """What a resume of ``run_dir`` continues from: its newest `last*.ckpt`, else its newest
+    checkpoint (a run stopped before its first `last.ckpt` may have saved a best one)."""
+    folder = Path(run_dir) / "checkpoints"
+    return newest(list(folder.glob("last*.ckpt"))) or newest(list(folder.glob("*.ckpt")))
+
+
 def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | None:
-    """`last`: the newest `last*.ckpt` of this run, else of the newest sibling run."""
+    """`last`: :func:`newest_checkpoint` of this run, else the newest sibling run's last.ckpt."""
     if ckpt_path != LAST:
         return ckpt_path
-    found = newest(list((output_dir / "checkpoints").glob("last*.ckpt")))
+    found = newest_checkpoint(output_dir)
     if found is None:
         found = newest(list(output_dir.parent.glob("*/checkpoints/last.ckpt")))
         if found is not None:

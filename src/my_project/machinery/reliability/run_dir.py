@@ -14,6 +14,12 @@ it holds nothing but Hydra's own files; so are the empty folders it made around 
 An empty log or run directory is refused before anything is made: ``hydra.run.dir=`` would
 write the run into the current directory, ``MY_PROJECT_LOG_DIR=`` (an empty ``paths.log_dir``)
 at the root of the filesystem (``/train/runs/...``).
+
+One run per directory (:class:`RunDirLock`, a Hydra callback: configs/hydra/default.yaml): a
+new run refuses a directory that holds one (only `resume=` continues it), before Hydra writes
+there; and a run holds an OS lock on its directory (``flock``, released by the OS however the
+process ends, ``kill -9`` included), so a second process that would write there is refused,
+naming the one that holds it. Under DDP the launching process holds it for every rank.
 """
 
 from __future__ import annotations
@@ -23,18 +29,27 @@ import itertools
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from hydra.core.utils import JobReturn
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
 
+from ..distributed import is_rank_zero
 from ..errors import UserError
+from .secrets import mask_text
 
 _created: dict[str, str] = {}
 _made_here: set[Path] = set()  # absolute paths of the directories this process created
 _RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
 _SWEEP_RECORD = "multirun.yaml"
+LOCK = ".run.lock"  # holds the pid and command of the process that locked it
+_RUN_FILES = (".hydra", "checkpoints", "metrics.json")  # a directory with one holds a run
+_held: list[int] = []  # the lock this process holds: one run directory at a time
 
 
 def unique_dir(prefix: str, _root_: Any = None) -> str:
@@ -170,7 +185,7 @@ def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool
     run_dir = Path(run_dir).absolute()
     if not run_dir.is_dir() or not _made_by_this_process(run_dir):
         return False
-    if any(entry.name not in hydra_files for entry in run_dir.iterdir()):
+    if any(entry.name not in (*hydra_files, LOCK) for entry in run_dir.iterdir()):
         return False
     _close_log_files_under(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -184,3 +199,81 @@ def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool
             (folder / _SWEEP_RECORD).unlink(missing_ok=True)
             folder.rmdir()  # only if empty: a run started beside it meanwhile stays
     return True
+
+
+class RunDirLock(Callback):
+    """Hydra callback: each job's directory is claimed (:func:`claim`) before the job writes
+    there, in the process of rank 0 only (a DDP launcher's children run in its directory)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if is_rank_zero():
+            run_dir = Path(str(config.hydra.run.dir)).absolute()
+            resumed = config.get("resume")  # train.py's resume=<run dir> continues that run
+            new = not resumed or Path(str(resumed)).absolute() != run_dir
+            _claim_or_exit(run_dir, _RUN_FILES if new else (), str(config.get("task_name", "")))
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # A sweep's job: Hydra has written its .hydra/ already; checkpoints are a run's.
+        if config.hydra.mode == RunMode.MULTIRUN and is_rank_zero():
+            _claim_or_exit(Path(config.hydra.runtime.output_dir), _RUN_FILES[1:], "")
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        release()
+
+
+def _claim_or_exit(run_dir: Path, refused: Sequence[str], task: str) -> None:
+    try:
+        claim(run_dir, refused, task)
+    except UserError as error:  # Hydra turns what a callback raises into a warning
+        print(f"\nError: {error}\n", file=sys.stderr, flush=True)
+        sys.exit(error.exit_code)
+
+
+def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
+    """Lock ``run_dir`` for this process (a lock it holds already is released first). A
+    UserError, with nothing written, when another process holds it, or when it holds any of
+    ``refused`` (a run's files)."""
+    release()
+    if (run_dir / LOCK).is_file():
+        _lock(run_dir)
+    found = [name for name in refused if (run_dir / name).exists()]
+    if found:
+        release()
+        resume = f"Continue it with `python train.py resume={run_dir}`, or c"
+        raise UserError(
+            f"{run_dir} holds a run already ({', '.join(found)}), which a new run there would "
+            f"overwrite. {resume if task == 'train' else 'C'}hoose another directory for the "
+            "new one (leave `hydra.run.dir` out for a new one under logs/)."
+        )
+    if not _held:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _lock(run_dir)
+    if _held:
+        os.ftruncate(_held[0], 0)
+        os.pwrite(_held[0], mask_text(f"{os.getpid()} {' '.join(sys.argv)}").encode(), 0)
+
+
+def _lock(run_dir: Path) -> None:
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock
+        return
+    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        pid, _, command = os.pread(fd, 4096, 0).decode(errors="replace").partition(" ")
+        os.close(fd)
+        raise UserError(
+            f"{run_dir} is in use: the process {pid or '(unknown)'} (`{command.strip()}`) "
+            "holds its lock, and two processes writing one run directory would mix their "
+            "checkpoints, metrics and logs. Wait for it to end (or stop it), or choose another "
+            "directory (leave `hydra.run.dir` out for a new one under logs/)."
+        ) from error
+    _held.append(fd)
+
+
+def release() -> None:
+    """Give up the run directory this process holds, if any (the OS does it at exit)."""
+    while _held:
+        os.close(_held.pop())
