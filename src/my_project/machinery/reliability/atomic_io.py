@@ -37,6 +37,7 @@ _PARTIAL_PREFIX = ".partial-"
 _PARTIAL_SUFFIX = ".part"
 _DIGEST = b"sha256:"
 _COMMENT = len(_DIGEST) + 64  # the zip comment this module writes: "sha256:<hex>"
+_SILENT = " (a changed byte in its weights would change every result, without an error)"
 _checked: dict[tuple[str, int, int, int], str | None] = {}  # (path, size, mtime, inode): problem
 
 
@@ -121,13 +122,13 @@ def _damage(path: Path, size: int) -> str | None:
         if tail[:2] == struct.pack("<H", _COMMENT) and tail[2:].startswith(_DIGEST):
             if _sha256(handle, size - _COMMENT - 2) == tail[2 + len(_DIGEST) :].decode():
                 return None
-            return "its bytes do not match the sha256 digest written into it when it was saved"
+            return f"its bytes do not match the sha256 digest written into it when saved{_SILENT}"
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except Exception as error:  # BadZipFile, zlib.error, a truncated file
-        return f"it is not a whole zip archive ({type(error).__name__}: {error})"
-    return None if bad is None else f"its entry {bad} fails its CRC check"
+        return f"it is truncated, or not a whole zip archive ({type(error).__name__}: {error})"
+    return None if bad is None else f"its entry {bad} fails its CRC check{_SILENT}"
 
 
 def check_intact(path: str | Path, what: str = "ckpt_path") -> None:
@@ -144,10 +145,7 @@ def check_intact(path: str | Path, what: str = "ckpt_path") -> None:
         if intact
         else "No checkpoint beside it verifies; retrain, or restore the file from a copy."
     )
-    raise UserError(
-        f"{what}={path} is damaged and is not used: {problem}. A changed byte in its "
-        f"weights would change every result without an error. {instead}"
-    )
+    raise UserError(f"{what}={path} cannot be read as a checkpoint: {problem}. {instead}")
 
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)

@@ -47,7 +47,6 @@ _created: dict[str, str] = {}
 _made_here: set[Path] = set()  # absolute paths of the directories this process created
 _RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
 _SWEEP_RECORD = "multirun.yaml"
-LOCK = ".run.lock"  # holds the pid and command of the process that locked it
 _RUN_FILES = (".hydra", "checkpoints", "metrics.json")  # a directory with one holds a run
 _held: list[int] = []  # the lock this process holds: one run directory at a time
 
@@ -185,7 +184,7 @@ def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool
     run_dir = Path(run_dir).absolute()
     if not run_dir.is_dir() or not _made_by_this_process(run_dir):
         return False
-    if any(entry.name not in (*hydra_files, LOCK) for entry in run_dir.iterdir()):
+    if any(entry.name not in hydra_files for entry in run_dir.iterdir()):
         return False
     _close_log_files_under(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -230,11 +229,10 @@ def _claim_or_exit(run_dir: Path, refused: Sequence[str], task: str) -> None:
 
 
 def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
-    """Lock ``run_dir`` for this process (a lock it holds already is released first). A
-    UserError, with nothing written, when another process holds it, or when it holds any of
-    ``refused`` (a run's files)."""
+    """Lock ``run_dir`` for this process (giving up one it holds already). A UserError, with
+    nothing written, when another process holds it, or when it holds one of ``refused``."""
     release()
-    if (run_dir / LOCK).is_file():
+    if run_dir.is_dir():
         _lock(run_dir)
     found = [name for name in refused if (run_dir / name).exists()]
     if found:
@@ -248,29 +246,37 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
     if not _held:
         run_dir.mkdir(parents=True, exist_ok=True)
         _lock(run_dir)
-    if _held:
-        os.ftruncate(_held[0], 0)
-        os.pwrite(_held[0], mask_text(f"{os.getpid()} {' '.join(sys.argv)}").encode(), 0)
 
 
 def _lock(run_dir: Path) -> None:
+    """``flock`` the directory itself: no file to write, none left behind."""
     try:
         import fcntl
     except ImportError:  # Windows: no lock
         return
-    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(run_dir, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as error:
-        pid, _, command = os.pread(fd, 4096, 0).decode(errors="replace").partition(" ")
         os.close(fd)
         raise UserError(
-            f"{run_dir} is in use: the process {pid or '(unknown)'} (`{command.strip()}`) "
-            "holds its lock, and two processes writing one run directory would mix their "
-            "checkpoints, metrics and logs. Wait for it to end (or stop it), or choose another "
-            "directory (leave `hydra.run.dir` out for a new one under logs/)."
+            f"{run_dir} is in use: {_holder(run_dir)} holds its lock, and two processes "
+            "writing one run directory would mix their checkpoints, metrics and logs. Wait for "
+            "it to end (or stop it), or choose another directory (leave `hydra.run.dir` out "
+            "for a new one under logs/)."
         ) from error
     _held.append(fd)
+
+
+def _holder(run_dir: Path) -> str:
+    """The process holding ``run_dir``'s lock, as Linux's /proc names it (its pid, command)."""
+    with contextlib.suppress(OSError, IndexError):  # elsewhere, or the holder just ended
+        inode = f":{run_dir.stat().st_ino}"
+        for fields in (line.split() for line in Path("/proc/locks").read_text().splitlines()):
+            if fields[1] == "FLOCK" and fields[5].endswith(inode):
+                command = Path(f"/proc/{fields[4]}/cmdline").read_bytes().replace(b"\0", b" ")
+                return f"the process {fields[4]} (`{mask_text(command.decode().strip())}`)"
+    return "another process"
 
 
 def release() -> None:

@@ -9,6 +9,7 @@ writes.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from math import isfinite
 from pathlib import Path
@@ -37,7 +38,10 @@ def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     bad = [key for key, value in data.items() if isinstance(value, float) and not isfinite(value)]
     if bad:
-        print(f"Note: {', '.join(f'{k}={data[k]}' for k in bad)} written as null to {path}.")
+        print(
+            f"Note: {', '.join(f'{k}={data[k]}' for k in bad)} written as null to {path}.",
+            file=sys.stderr,
+        )
     finite = {key: None if key in bad else value for key, value in data.items()}
     path.write_text(json.dumps(finite, indent=2, allow_nan=False) + "\n")
     return path
