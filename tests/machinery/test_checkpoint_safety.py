@@ -3,6 +3,7 @@ verifies one before using it: its digest (or, from elsewhere, its zip's CRCs), p
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -19,6 +21,7 @@ from omegaconf import OmegaConf
 
 from my_project.machinery.errors import UserError
 from my_project.machinery.preflight.checkpoint import check_checkpoint_path, read_checkpoint
+from my_project.machinery.reliability import atomic_io
 from my_project.machinery.reliability.atomic_io import AtomicCheckpointIO, atomic_torch_save
 from my_project.machinery.run.record import to_floats, write_json
 
@@ -308,3 +311,35 @@ def test_resume_refuses_a_checkpoint_with_nan_weights(
     poisoned(run)
     code, err = run_main_in_process("train", [f"resume={run}"], tmp_path / "logs", monkeypatch)
     assert "holds non-finite weights" in one_paragraph_error(code, err)
+
+
+@pytest.mark.slow  # two trainings, in this process
+def test_a_disk_full_before_the_first_last_ckpt_names_the_best_one_and_resumes_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills at the first epoch's second save (last.ckpt, after the best
+    epoch_000.ckpt): the paragraph names epoch_000.ckpt, complete, and `resume=` continues
+    from it (it used to say the run stopped before its first checkpoint)."""
+    real_save = atomic_io.torch.save
+    saves: list[int] = []
+
+    def fills_the_disk(obj: Any, handle: Any) -> None:
+        saves.append(1)
+        if len(saves) > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_save(obj, handle)
+
+    run_dir = tmp_path / "run"
+    monkeypatch.setattr(atomic_io.torch, "save", fills_the_disk)
+    args = [*DOCS_STYLE, "trainer.max_epochs=2", "logger=csv", f"hydra.run.dir={run_dir}"]
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    assert code == 1, err[-3000:]
+    message = err.strip().split("\n\n")[-1]
+    best = run_dir / "checkpoints" / "epoch_000.ckpt"
+    assert f"its newest complete checkpoint is {best}" in message, message
+    assert "before its first checkpoint" not in message
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["epoch_000.ckpt"]
+    monkeypatch.setattr(atomic_io.torch, "save", real_save)
+    code, err = run_main_in_process("train", [f"resume={run_dir}"], tmp_path / "logs", monkeypatch)
+    assert code == 0, err[-3000:]
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 1

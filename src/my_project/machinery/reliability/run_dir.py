@@ -274,8 +274,8 @@ def _holder(run_dir: Path) -> str:
         inode = f":{run_dir.stat().st_ino}"
         for fields in (line.split() for line in Path("/proc/locks").read_text().splitlines()):
             if fields[1] == "FLOCK" and fields[5].endswith(inode):
-                command = Path(f"/proc/{fields[4]}/cmdline").read_bytes().replace(b"\0", b" ")
-                return f"the process {fields[4]} (`{mask_text(command.decode().strip())}`)"
+                command = Path(f"/proc/{fields[4]}/cmdline").read_bytes().decode(errors="replace")
+                return f"the process {fields[4]} (`{mask_text(' '.join(command.split()))}`)"
     return "another process"
 
 
