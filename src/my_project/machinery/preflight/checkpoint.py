@@ -26,19 +26,14 @@ def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str
             f"{what}={ckpt_path} is a directory, not a checkpoint file.{listed} Pass a file, "
             f"e.g. `{what}=logs/train/runs/<run>/checkpoints/last.ckpt`."
         )
-    if path.exists() and not path.is_file():
-        raise UserError(
-            f"{what}={ckpt_path} is not a regular file but a pipe, socket or device, which "
-            f"cannot hold a checkpoint. Pass the path of a `.ckpt` file, e.g. "
-            f"`{what}=logs/train/runs/<run>/checkpoints/last.ckpt`."
-        )
-    if not path.exists():
+    if not path.is_file():  # missing, or a pipe (reading one would wait), a socket, a device
         hint = ""
         if path.parent.is_dir():
             found = sorted(p.name for p in path.parent.glob("*.ckpt") if p.is_file())
             hint = f" Checkpoints in {path.parent}: {', '.join(found) or 'none'}."
+        problem = "is a pipe, socket or device" if path.exists() else "does not exist"
         raise UserError(
-            f"{what}={ckpt_path} does not exist.{hint} Pass the path of a `.ckpt` file, e.g. "
+            f"{what}={ckpt_path} {problem}.{hint} Pass the path of a `.ckpt` file, e.g. "
             f"`{what}=logs/train/runs/<run>/checkpoints/last.ckpt`."
         )
     return str(path)
@@ -52,19 +47,15 @@ def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
 
     from ..reliability.atomic_io import check_intact
 
-    if Path(ckpt_path).stat().st_size == 0:
+    with open(ckpt_path, "rb") as handle:
+        start = handle.read(4)
+    if start != b"PK\x03\x04":
         raise UserError(
-            f"{what}={ckpt_path} is an empty file (0 bytes), not a checkpoint: a save was cut "
-            "short, or the file was created empty. Pass another one (checkpoints/last.ckpt is "
-            "written atomically and is always complete)."
+            f"{what}={ckpt_path} is {'not a checkpoint' if start else 'an empty file (0 bytes)'}"
+            ": torch.save writes a zip archive, and this file is not one. Pass a checkpoint "
+            "written by this project's train.py (a run's checkpoints/*.ckpt; last.ckpt is "
+            "written atomically, always complete)."
         )
-    with open(ckpt_path, "rb") as handle:  # torch.save writes a zip archive
-        if handle.read(4) != b"PK\x03\x04":
-            raise UserError(
-                f"{what}={ckpt_path} is not a checkpoint: torch.save writes a zip archive, and "
-                "this file is not one. Pass a checkpoint written by this project's train.py (a "
-                "run's checkpoints/*.ckpt)."
-            )
     check_intact(ckpt_path, what)
     try:
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
@@ -80,8 +71,7 @@ def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
             ) from error
         raise UserError(
             f"{what}={ckpt_path} cannot be read as a checkpoint ({type(error).__name__}: "
-            f"{_first_line(error)}). Use another one (checkpoints/last.ckpt is written "
-            "atomically and is always complete)."
+            f"{(str(error).strip().splitlines() or [''])[0][:200]}). Use another one."
         ) from error
     weights = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
     if not isinstance(weights, dict):
@@ -96,13 +86,15 @@ def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
 
 def check_finite(ckpt_path: str, checkpoint: dict[str, Any], allow: bool = False) -> None:
     """Weights that hold NaN or inf are a UserError (``allow``: a warning): every result
-    computed with them is meaningless."""
-    from torch import Tensor
+    computed with them is meaningless. (A sum in float64 is NaN or inf exactly when a weight is.)"""
+    from torch import Tensor, float64
 
     bad = [
         key
         for key, value in checkpoint["state_dict"].items()
-        if isinstance(value, Tensor) and value.is_floating_point() and not value.isfinite().all()
+        if isinstance(value, Tensor)
+        and value.is_floating_point()
+        and not value.sum(dtype=float64).isfinite()
     ]
     if not bad:
         return
@@ -116,11 +108,6 @@ def check_finite(ckpt_path: str, checkpoint: dict[str, Any], allow: bool = False
         "loss keeps its last good last.ckpt), or evaluate it anyway with `eval.py "
         f"ckpt_path={ckpt_path} allow_non_finite=true`."
     )
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return (lines[0] if lines else "")[:200]
 
 
 def epochs_done(checkpoint: dict[str, Any]) -> int | None:

@@ -3,7 +3,7 @@
 ``python train.py resume=RUN_DIR [overrides]`` re-runs the command that started RUN_DIR (the
 overrides Hydra saved in ``RUN_DIR/.hydra/overrides.yaml``, so the same configs compose to
 the same model and data), plus any new overrides, writing into RUN_DIR and restarting from its
-``checkpoints/last.ckpt``. Hydra's record of the resumed command goes to
+newest checkpoint (:func:`newest_checkpoint`; or a typed ``ckpt_path=``). Hydra's record of the resumed command goes to
 ``RUN_DIR/.hydra/resume_<time>/`` so the original stays as it was. Only omegaconf is needed.
 """
 

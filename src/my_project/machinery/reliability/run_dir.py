@@ -15,11 +15,11 @@ An empty log or run directory is refused before anything is made: ``hydra.run.di
 write the run into the current directory, ``MY_PROJECT_LOG_DIR=`` (an empty ``paths.log_dir``)
 at the root of the filesystem (``/train/runs/...``).
 
-One run per directory (:class:`RunDirLock`, a Hydra callback: configs/hydra/default.yaml): a
-new run refuses a directory that holds one (only `resume=` continues it), before Hydra writes
-there; and a run holds an OS lock on its directory (``flock``, released by the OS however the
-process ends, ``kill -9`` included), so a second process that would write there is refused,
-naming the one that holds it. Under DDP the launching process holds it for every rank.
+One run a directory (:class:`RunDirLock`, a Hydra callback in configs/hydra/default.yaml): a
+new run refuses a directory that holds a run (`resume=` continues one) before Hydra writes
+there, and a run holds an OS lock (``flock``) on its directory for its whole life, which the OS
+releases however the process ends (``kill -9`` too): a second process that would write there is
+refused, naming the holder. Under DDP the launching process holds it for every rank.
 """
 
 from __future__ import annotations
@@ -232,8 +232,8 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
     """Lock ``run_dir`` for this process (giving up one it holds already). A UserError, with
     nothing written, when another process holds it, or when it holds one of ``refused``."""
     release()
-    if run_dir.is_dir():
-        _lock(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)  # as Hydra would, next
+    _lock(run_dir)
     found = [name for name in refused if (run_dir / name).exists()]
     if found:
         release()
@@ -243,9 +243,6 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
             f"overwrite. {resume if task == 'train' else 'C'}hoose another directory for the "
             "new one (leave `hydra.run.dir` out for a new one under logs/)."
         )
-    if not _held:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        _lock(run_dir)
 
 
 def _lock(run_dir: Path) -> None:
