@@ -196,10 +196,10 @@ def test_hyperparameters_are_saved_as_plain_data_weights_only_loading_reads(
     assert saved["hyper_parameters"] == {
         "split": [55, 5, 10],
         "node": {"a": [1, 2]},
-        "optimizer": {"_target_": "torch.optim.adam.Adam", "_partial_": True, "lr": 0.01},
+        "optimizer": {"_object_": "torch.optim.adam.Adam", "_partial_": True, "lr": 0.01},
         "shape": (4, 4),
-        "scaling": {"_target_": "tests.machinery.lht_style.Scaling", "_args_": ["standard"]},
-        "cache": {"_target_": "pathlib.PosixPath", "_args_": ["cache"]},
+        "scaling": {"_object_": "tests.machinery.lht_style.Scaling", "_args_": ["standard"]},
+        "cache": {"_object_": "pathlib.PosixPath", "_args_": ["cache"]},
         "kind": "omegaconf.dictconfig.DictConfig",
     }
     assert saved["hparams_type"] == "builtins.dict"

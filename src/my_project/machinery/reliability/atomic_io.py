@@ -127,9 +127,9 @@ _PLAIN = (type(None), bool, int, float, complex, bytes, torch.dtype, torch.devic
 def plain(value: Any, secrets: set[str]) -> Any:
     """``value`` as data ``torch.load(weights_only=True)`` reads (it unpickles no class it does
     not know), a string holding one of ``secrets`` masked: OmegaConf containers as lists and
-    dicts; a Hydra factory (``_partial_: true``, a ``functools.partial``) as its config; a class
-    as its name; another object (an enum, a path) as ``{"_target_": its class, "_args_":
-    [value]}``: a record, which `run/build.load_model` never builds from."""
+    dicts, a class as its name, an object as a record, ``{"_object_": its class, ...}``: a Hydra
+    factory (``_partial_: true``) with its arguments, an enum or a path with its value. Nothing
+    is ever built from a record (`run/build.load_model`: from the run's config instead)."""
     from omegaconf import Container, OmegaConf
 
     if type(value) is str:
@@ -149,12 +149,12 @@ def plain(value: Any, secrets: set[str]) -> Any:
         return _name(value)
     if isinstance(value, functools.partial):
         args = {"_args_": list(value.args)} if value.args else {}
-        record = {"_target_": _name(value.func), "_partial_": True, **args, **value.keywords}
+        record = {"_object_": _name(value.func), "_partial_": True, **args, **value.keywords}
         return plain(record, secrets)
     if isinstance(value, (Enum, os.PathLike)):
         given = value.value if isinstance(value, Enum) else os.fspath(value)
-        return {"_target_": _name(type(value)), "_args_": [plain(given, secrets)]}
-    return {"_target_": _name(type(value))}
+        return {"_object_": _name(type(value)), "_args_": [plain(given, secrets)]}
+    return {"_object_": _name(type(value))}
 
 
 def _name(obj: Any) -> str:

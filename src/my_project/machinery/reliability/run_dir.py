@@ -205,10 +205,13 @@ class RunDirLock(Callback):
     there, in the process of rank 0 only (a DDP launcher's children run in its directory)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if is_rank_zero():
+        try:
             run_dir = Path(str(config.hydra.run.dir)).absolute()
-            resumed = config.get("resume")  # train.py's resume=<run dir> continues that run
-            new = not resumed or Path(str(resumed)).absolute() != run_dir
+        except Exception:  # Hydra says what is wrong with it, as it makes the directory
+            return
+        resumed = config.get("resume")  # train.py's resume=<run dir> continues that run
+        new = not resumed or Path(str(resumed)).absolute() != run_dir
+        if is_rank_zero():
             _claim_or_exit(run_dir, _RUN_FILES if new else (), str(config.get("task_name", "")))
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -241,7 +244,7 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
         raise UserError(
             f"{run_dir} holds a run already ({', '.join(found)}), which a new run there would "
             f"overwrite. {resume if task == 'train' else 'C'}hoose another directory for the "
-            "new one (leave `hydra.run.dir` out for a new one under logs/)."
+            "new one (leave `hydra.run.dir` and `hydra.sweep.dir` out for one under logs/)."
         )
 
 

@@ -194,15 +194,16 @@ def rebuilt_arguments(cls: type, saved: dict[str, Any], model_cfg: Any) -> dict[
     from hydra.utils import instantiate
 
     rebuilt: dict[str, Any] = {}
-    for name, parameter in list(inspect.signature(cls).parameters.items()):
+    for name, parameter in inspect.signature(cls).parameters.items():
         value = saved.get(name)
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) or (
-            name in saved and not (isinstance(value, dict) and "_target_" in value)
+            name in saved and not (isinstance(value, dict) and "_object_" in value)
         ):
             continue
         if isinstance(model_cfg, DictConfig) and name in model_cfg:
             node = model_cfg[name]
-            rebuilt[name] = instantiate(node) if OmegaConf.is_config(node) else node
+            built = OmegaConf.is_config(node) and model_cfg.get("_recursive_", True)
+            rebuilt[name] = instantiate(node) if built else node
         elif name in saved and parameter.default is not parameter.empty:
             rebuilt[name] = parameter.default
     return rebuilt
