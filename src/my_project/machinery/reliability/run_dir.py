@@ -232,11 +232,25 @@ def _claim_or_exit(run_dir: Path, refused: Sequence[str], task: str) -> None:
 
 
 def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
-    """Lock ``run_dir`` for this process (giving up one it holds already). A UserError, with
-    nothing written, when another process holds it, or when it holds one of ``refused``."""
+    """Lock ``run_dir`` for this process (``flock`` on the directory itself: no file to write,
+    none left behind), giving up one it holds already. A UserError, with nothing written, when
+    another process holds it, or when it holds one of ``refused``."""
     release()
     run_dir.mkdir(parents=True, exist_ok=True)  # as Hydra would, next
-    _lock(run_dir)
+    if os.name == "posix":
+        import fcntl
+
+        _held.append(os.open(run_dir, os.O_RDONLY))
+        try:
+            fcntl.flock(_held[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            release()
+            raise UserError(
+                f"{run_dir} is in use: {_holder(run_dir)} holds its lock, and two processes "
+                "writing one run directory would mix their checkpoints, metrics and logs. Wait "
+                "for it to end (or stop it), or choose another directory (leave "
+                "`hydra.run.dir` out for a new one under logs/)."
+            ) from error
     found = [name for name in refused if (run_dir / name).exists()]
     if found:
         release()
@@ -246,26 +260,6 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
             f"overwrite. {resume if task == 'train' else 'C'}hoose another directory for the "
             "new one (leave `hydra.run.dir` and `hydra.sweep.dir` out for one under logs/)."
         )
-
-
-def _lock(run_dir: Path) -> None:
-    """``flock`` the directory itself: no file to write, none left behind."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: no lock
-        return
-    fd = os.open(run_dir, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as error:
-        os.close(fd)
-        raise UserError(
-            f"{run_dir} is in use: {_holder(run_dir)} holds its lock, and two processes "
-            "writing one run directory would mix their checkpoints, metrics and logs. Wait for "
-            "it to end (or stop it), or choose another directory (leave `hydra.run.dir` out "
-            "for a new one under logs/)."
-        ) from error
-    _held.append(fd)
 
 
 def _holder(run_dir: Path) -> str:
