@@ -47,7 +47,7 @@ def main() -> None:
         def read_verified() -> float:
             atomic_io._damage.cache_clear()  # verify every time, as a first read does
             loaded = read_checkpoint(str(ours))
-            check_finite(str(ours), loaded)
+            check_finite(str(ours), loaded["state_dict"])
             return use(loaded)
 
         read = median_seconds(read_verified)

@@ -84,14 +84,16 @@ def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
     return checkpoint
 
 
-def check_finite(ckpt_path: str, checkpoint: dict[str, Any], allow: bool = False) -> None:
-    """Weights that hold NaN or inf are a UserError (``allow``: a warning): every result
-    computed with them is meaningless. (A sum in float64 is NaN or inf exactly when a weight is.)"""
+def check_finite(ckpt_path: str, weights: dict[str, Any], allow: bool = False) -> None:
+    """``weights`` (a model's parameters) that hold NaN or inf are a UserError (``allow``: a
+    warning): every result computed with them is meaningless. Buffers and metric states may
+    hold inf (an attention mask, a running maximum's start). A sum in float64 is NaN or inf
+    exactly when a float32, float16 or bfloat16 weight is."""
     from torch import Tensor, float64
 
     bad = [
         key
-        for key, value in checkpoint["state_dict"].items()
+        for key, value in weights.items()
         if isinstance(value, Tensor)
         and value.is_floating_point()
         and not value.sum(dtype=float64).isfinite()
@@ -157,7 +159,6 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     ``global_step`` optimizer steps; see `logger_step`).
     """
     checkpoint = read_checkpoint(ckpt_path)
-    check_finite(ckpt_path, checkpoint)
     weights = checkpoint["state_dict"]
     expected = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     problems = [f"{k} missing" for k in expected if k not in weights]
@@ -185,6 +186,7 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
             "same model overrides as the run that wrote it (e.g. `model/net=cnn`), or "
             "`resume=<its run dir>`, which reloads that run's config."
         )
+    check_finite(ckpt_path, {k: weights[k] for k, _ in model.named_parameters()})
     progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
     return {
         **progress,

@@ -171,18 +171,19 @@ def load_model(target: str, ckpt_path: str, allow_non_finite: bool = False) -> A
 
     cls = model_class(target)
     checkpoint = read_checkpoint(ckpt_path)
-    check_finite(ckpt_path, checkpoint, allow=allow_non_finite)
     config = run_config(ckpt_path)
     model_cfg = config.get("model") if config is not None else None
     arguments = rebuilt_arguments(cls, checkpoint.get("hyper_parameters") or {}, model_cfg)
     try:
-        return cls.load_from_checkpoint(ckpt_path, map_location="cpu", **arguments)
+        model = cls.load_from_checkpoint(ckpt_path, map_location="cpu", **arguments)
     except Exception as error:
         raise UserError(
             f"ckpt_path={ckpt_path} is not a checkpoint of {cls.__name__} ({type(error).__name__}: "
             f"{' '.join(str(error).split())[:300]}). Pass a checkpoint written by this project's "
             "train.py with the same `model=`."
         ) from error
+    check_finite(ckpt_path, dict(model.named_parameters()), allow=allow_non_finite)
+    return model
 
 
 def rebuilt_arguments(cls: type, saved: dict[str, Any], model_cfg: Any) -> dict[str, Any]:
