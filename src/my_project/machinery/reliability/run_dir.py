@@ -243,7 +243,7 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
         _held.append(os.open(run_dir, os.O_RDONLY))
         try:
             fcntl.flock(_held[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
+        except BlockingIOError as error:
             release()
             raise UserError(
                 f"{run_dir} is in use: {_holder(run_dir)} holds its lock, and two processes "
@@ -251,6 +251,8 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
                 "for it to end (or stop it), or choose another directory (leave "
                 "`hydra.run.dir` out for a new one under logs/)."
             ) from error
+        except OSError:  # a filesystem without locks (some network ones): the run goes unlocked
+            release()
     found = [name for name in refused if (run_dir / name).exists()]
     if found:
         release()
