@@ -306,3 +306,25 @@ def test_under_ddp_the_launching_process_alone_holds_the_run_directory(tmp_path:
     finally:
         launcher.send_signal(signal.SIGTERM)
         launcher.communicate(timeout=120)
+
+
+def test_a_sweep_job_whose_directory_another_process_holds_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweep = tmp_path / "sweep"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(sweep / "0")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        args = ["-m", *DOCS_STYLE, "trainer.max_epochs=1", "seed=1,2", f"hydra.sweep.dir={sweep}"]
+        code, err = run_main_in_process("train", args, tmp_path, monkeypatch)
+        message = one_paragraph_error(code, err)
+        assert f"{sweep / '0'} is in use: the process {holder.pid} (`" in message
+        assert not (sweep / "0" / "checkpoints").exists() and not (sweep / "1").exists()
+    finally:
+        holder.kill()
+        holder.wait()
