@@ -150,16 +150,10 @@ def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | No
 
 
 def keep_csv_history(loggers: list[Any], resumed_step: int) -> None:
-    """Keep the rows an earlier part of this run wrote to `csv/metrics.csv`.
-
-    Lightning's CSV logger deletes an existing metrics.csv when it starts. When resuming in
-    the same directory, the rows logged before the checkpoint's step are handed to the new
-    writer (rows after it are logged again by the resumed run). ``resumed_step`` is the
-    loggers' own step at the checkpoint (Lightning's count of batches,
-    ``_batches_that_stepped``), which the rows' ``step`` column holds: ``global_step`` counts
-    optimizer steps (two a batch for a GAN, one every N batches with accumulation). Only the process of rank 0
-    writes the file; in the others the logger's writer is a stand-in that takes nothing.
-    """
+    """Keep the rows an earlier part of this run wrote to `csv/metrics.csv`, which Lightning's
+    CSV logger deletes when it starts: those before ``resumed_step``, the loggers' count of
+    batches at the checkpoint (`preflight.checkpoint.logger_step`), which the ``step`` column
+    holds; the resumed run logs the later ones again. Rank 0 alone writes the file."""
     from lightning.pytorch.loggers import CSVLogger
 
     if not is_rank_zero():

@@ -1,19 +1,15 @@
-"""Run directories that never collide, and that bad input never leaves behind.
+"""Run directories that never collide, hold one run each, and that bad input never leaves behind.
 
 ``${unique_dir:PATH}`` (configs/hydra/default.yaml) creates ``PATH``, or ``PATH_1``, ``PATH_2``...
 if it exists, with ``os.mkdir``, which fails rather than reuse a directory another process
-just created: two runs can never share one. The result is remembered, so every later lookup
-in this process (Hydra resolves the run directory more than once) gives the same directory.
+just created. The result is remembered: Hydra resolves the run directory more than once.
 
 Hydra makes the run directory (its `.hydra/` record and the job's log file) before the task
-runs, so a run that stops at a check leaves it behind. :func:`remove_if_untouched` removes it
-again, only when this process created it (by ``unique_dir``, inside a sweep directory it
-created, or as a ``hydra.run.dir`` given on the command line that did not exist before) and
-it holds nothing but Hydra's own files; so are the empty folders it made around it.
-
-An empty log or run directory is refused before anything is made: ``hydra.run.dir=`` would
-write the run into the current directory, ``MY_PROJECT_LOG_DIR=`` (an empty ``paths.log_dir``)
-at the root of the filesystem (``/train/runs/...``).
+runs: :func:`remove_if_untouched` removes it again after a refusal, only when this process
+created it (by ``unique_dir``, in a sweep directory it created, or as a ``hydra.run.dir`` of
+the command line that did not exist) and it holds nothing but Hydra's files; so are the empty
+folders it made around it. An empty ``hydra.run.dir=`` (the current directory) or
+``paths.log_dir`` (the filesystem's root) is refused before anything is made.
 
 One run a directory (:class:`RunDirLock`, a Hydra callback in configs/hydra/default.yaml): a
 new run refuses a directory that holds a run (`resume=` continues one) before Hydra writes
