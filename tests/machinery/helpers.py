@@ -145,9 +145,10 @@ def run_main_in_process(
     import contextlib
     import io
 
-    from my_project.machinery.run import evaluate, predict, train
+    from my_project.machinery.run import evaluate, export, predict, serve, train
 
     mains = {"train": train.main, "eval": evaluate.main, "predict": predict.main}
+    mains |= {"serve": serve.main, "export": export.main}
     monkeypatch.setenv(LOG_DIR_VAR, str(log_dir))
     monkeypatch.setattr(sys, "argv", [f"{script}.py", *pinned(args)])
     err = io.StringIO()

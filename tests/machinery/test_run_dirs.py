@@ -1,10 +1,13 @@
-"""Run directories never collide; `ckpt_path=last` and `resume=` find the right run."""
+"""Run directories never collide and hold one run each, locked for its life; `ckpt_path=last`
+and `resume=` find the right run."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,10 +19,21 @@ from my_project.machinery.reliability.resume import (
     expand_resume_argument,
     resolve_checkpoint_path,
 )
-from my_project.machinery.reliability.run_dir import unique_dir
+from my_project.machinery.reliability.run_dir import claim, release, unique_dir
 
 from . import processes
-from .helpers import DOCS_STYLE, ON_CPU, ROOT, clean_env, read_metrics
+from .helpers import (
+    DOCS_STYLE,
+    DOCS_STYLE_EVAL,
+    FAST,
+    ON_CPU,
+    ROOT,
+    clean_env,
+    one_paragraph_error,
+    read_metrics,
+    run_entry,
+    run_main_in_process,
+)
 
 
 def test_unique_dir_adds_a_suffix_when_the_name_is_taken(tmp_path: Path) -> None:
@@ -139,3 +153,178 @@ def test_train_loader_order_is_a_function_of_seed_and_epoch_and_resumes_mid_epoc
     # A checkpoint from the end of epoch 1 starts epoch 2 from its first batch.
     resumed.load_state_dict({"epoch": 1, "batches": 7, "seed": 1})
     assert order(resumed, 2) == order(loader(1), 2)
+
+
+def finished_run(path: Path) -> Path:
+    """A run directory as a finished training leaves it (the files a new run would replace)."""
+    make_run(path, ["seed=1"])
+    (path / "metrics.json").write_text('{"test_acc": 0.9}\n')
+    (path / "csv").mkdir()
+    (path / "csv" / "metrics.csv").write_text("epoch,step,val_acc\n0,15,0.5\n")
+    return path
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def test_a_new_run_into_a_directory_that_holds_a_run_is_refused_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = finished_run(tmp_path / "run")
+    before = snapshot(run)
+    code, err = run_main_in_process(
+        "train",
+        [*DOCS_STYLE, "trainer.max_epochs=1", f"hydra.run.dir={run}"],
+        tmp_path,
+        monkeypatch,
+    )
+    message = one_paragraph_error(code, err)
+    assert f"{run} holds a run already (.hydra, checkpoints, metrics.json)" in message
+    assert f"`python train.py resume={run}`" in message and "choose another directory" in message
+    args = [*DOCS_STYLE_EVAL, f"ckpt_path={run}/checkpoints/last.ckpt", f"hydra.run.dir={run}"]
+    code, err = run_main_in_process("eval", args, tmp_path, monkeypatch)
+    assert "holds a run already" in one_paragraph_error(code, err)
+    assert snapshot(run) == before
+
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from my_project.machinery.reliability.run_dir import claim
+claim(Path(sys.argv[1]), (), "train")
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_second_process_is_refused_naming_the_one_that_holds_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`resume=` of a directory another process holds, or eval into it: refused at once,
+    naming that process; once it is killed (kill -9), nothing stale is left."""
+    run = finished_run(tmp_path / "run")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True, env=clean_env()
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        before = snapshot(run)
+        code, err = run_main_in_process("train", [f"resume={run}"], tmp_path, monkeypatch)
+        message = one_paragraph_error(code, err)
+        assert f"{run} is in use: the process {holder.pid} (`" in message
+        assert "-c" in message and "holds its lock" in message
+        args = [*DOCS_STYLE_EVAL, f"ckpt_path={run}/checkpoints/last.ckpt", f"hydra.run.dir={run}"]
+        code, err = run_main_in_process("eval", args, tmp_path, monkeypatch)
+        assert f"the process {holder.pid}" in one_paragraph_error(code, err)
+        assert snapshot(run) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    claim(run, (), "train")  # the OS released the dead holder's lock
+    release()
+
+
+def test_resume_continues_from_a_typed_checkpoint(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", ["model.hidden=8"])
+    argv = expand_resume_argument([f"resume={run}", f"ckpt_path={run}/checkpoints/a.ckpt"])
+    assert [a for a in argv if a.startswith("ckpt_path=")] == [
+        f"ckpt_path={run}/checkpoints/a.ckpt"
+    ]
+
+
+def test_ckpt_path_last_of_a_run_without_last_ckpt_is_its_newest_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """A run the disk stopped before its first last.ckpt may hold a best one: `resume=`
+    continues from it."""
+    run = make_run(tmp_path / "run", ["seed=1"])
+    (run / "checkpoints" / "last.ckpt").rename(run / "checkpoints" / "epoch_000.ckpt")
+    assert resolve_checkpoint_path("last", run) == str(run / "checkpoints" / "epoch_000.ckpt")
+    assert "ckpt_path=last" in expand_resume_argument([f"resume={run}"])
+
+
+@pytest.mark.slow
+def test_two_resumes_of_one_directory_at_once_one_runs_the_other_exits_2_at_once(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    result = run_entry("train", *DOCS_STYLE, *FAST, f"hydra.run.dir={run}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    command = [sys.executable, str(ROOT / "train.py"), f"resume={run}", "trainer.max_epochs=10"]
+    resumes = [processes.start(command, cwd=ROOT, env=clean_env()) for _ in range(2)]
+    while all(p.poll() is None for p in resumes):
+        time.sleep(0.1)
+    (loser,) = [p for p in resumes if p.poll() is not None]
+    (winner,) = [p for p in resumes if p is not loser]
+    assert winner.poll() is None  # the other one was refused while this one runs
+    _, err = loser.communicate(timeout=60)
+    message = one_paragraph_error(loser.returncode or 0, err)
+    assert f"{run} is in use: the process {winner.pid} " in message
+    _, err = winner.communicate(timeout=600)
+    assert winner.returncode == 0, err[-3000:]
+    assert len(list((run / ".hydra").glob("resume_*"))) == 1  # the refused one wrote nothing
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 9
+
+
+@pytest.mark.slow
+def test_under_ddp_the_launching_process_alone_holds_the_run_directory(tmp_path: Path) -> None:
+    run, marker = tmp_path / "run", tmp_path / "paused"
+    launcher = processes.start(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            *DOCS_STYLE,
+            *FAST,
+            "trainer.devices=2",
+            f"hydra.run.dir={run}",
+            "+callbacks.pause._target_=tests.machinery.fault_injection.PauseAtStep",
+            "+callbacks.pause.step=3",
+            f"+callbacks.pause.marker={marker}",
+        ],
+        cwd=ROOT,
+        env=clean_env(),
+        merge_stderr=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists():
+            assert launcher.poll() is None and time.monotonic() < deadline, launcher.output()
+            time.sleep(0.2)
+        inode = f":{run.stat().st_ino} "
+        holders = [
+            line.split()[4]
+            for line in Path("/proc/locks").read_text().splitlines()
+            if " FLOCK " in line and inode in line + " "
+        ]
+        assert holders == [str(launcher.pid)]  # one lock, the launcher's (rank 0's pid)
+        assert marker.read_text().split()[0] == str(launcher.pid)
+        code = run_entry("train", f"resume={run}").returncode
+        assert code == 2
+    finally:
+        launcher.send_signal(signal.SIGTERM)
+        launcher.communicate(timeout=120)
+
+
+def test_a_sweep_job_whose_directory_another_process_holds_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweep = tmp_path / "sweep"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(sweep / "0")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        args = ["-m", *DOCS_STYLE, "trainer.max_epochs=1", "seed=1,2", f"hydra.sweep.dir={sweep}"]
+        code, err = run_main_in_process("train", args, tmp_path, monkeypatch)
+        message = one_paragraph_error(code, err)
+        assert f"{sweep / '0'} is in use: the process {holder.pid} (`" in message
+        assert not (sweep / "0" / "checkpoints").exists() and not (sweep / "1").exists()
+    finally:
+        holder.kill()
+        holder.wait()

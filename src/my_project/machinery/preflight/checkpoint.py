@@ -6,7 +6,8 @@ Without these, a checkpoint of another model fails with a long key list from
 
 from __future__ import annotations
 
-import zipfile
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from ..errors import UserError
 
 
 def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str | None:
-    """Return the checkpoint path if it exists; say clearly if it does not."""
+    """Return the checkpoint path if it is a file; say clearly what it is if it is not."""
     if ckpt_path is None:
         return None
     path = Path(ckpt_path)
@@ -25,49 +26,52 @@ def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str
             f"{what}={ckpt_path} is a directory, not a checkpoint file.{listed} Pass a file, "
             f"e.g. `{what}=logs/train/runs/<run>/checkpoints/last.ckpt`."
         )
-    if not path.is_file():
+    if not path.is_file():  # missing, or a pipe (reading one would wait), a socket, a device
         hint = ""
         if path.parent.is_dir():
-            found = sorted(p.name for p in path.parent.glob("*.ckpt"))
+            found = sorted(p.name for p in path.parent.glob("*.ckpt") if p.is_file())
             hint = f" Checkpoints in {path.parent}: {', '.join(found) or 'none'}."
+        problem = "is a pipe, socket or device" if path.exists() else "does not exist"
         raise UserError(
-            f"{what}={ckpt_path} does not exist.{hint} Pass the path of a `.ckpt` file, e.g. "
+            f"{what}={ckpt_path} {problem}.{hint} Pass the path of a `.ckpt` file, e.g. "
             f"`{what}=logs/train/runs/<run>/checkpoints/last.ckpt`."
         )
     return str(path)
 
 
 def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
-    """The checkpoint's contents, on the CPU, if it is a readable Lightning checkpoint; else a
-    UserError saying what the file is (empty, not a checkpoint, a bare tensor...)."""
+    """The checkpoint's contents, on the CPU, if it is an intact Lightning checkpoint of plain
+    data (`reliability/atomic_io.py`: its digest, or its zip's CRCs, verified first); else a
+    UserError saying what the file is (empty, damaged, not a checkpoint, a bare tensor...)."""
     import torch
 
-    size = Path(ckpt_path).stat().st_size if Path(ckpt_path).is_file() else None
-    if size == 0:
-        raise UserError(
-            f"{what}={ckpt_path} is an empty file (0 bytes), not a checkpoint: a save was cut "
-            "short, or the file was created empty. Pass another one (checkpoints/last.ckpt is "
-            "written atomically and is always complete)."
-        )
-    # torch.save writes a zip archive: only a whole one can be memory-mapped, and a file that
-    # does not even begin as one is no checkpoint (torch would answer with advice on mmap).
+    from ..reliability.atomic_io import check_intact
+
     with open(ckpt_path, "rb") as handle:
-        begins_as_archive = handle.read(4) == b"PK\x03\x04"
-    try:
-        checkpoint = torch.load(
-            ckpt_path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(ckpt_path)
+        start = handle.read(4)
+    if start != b"PK\x03\x04":
+        raise UserError(
+            f"{what}={ckpt_path} is {'not a checkpoint' if start else 'an empty file (0 bytes)'}"
+            ": torch.save writes a zip archive, and this file is not one. Pass a checkpoint "
+            "written by this project's train.py (a run's checkpoints/*.ckpt; last.ckpt is "
+            "written atomically, always complete)."
         )
+    check_intact(ckpt_path, what)
+    try:
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:
-        if not begins_as_archive:
+        unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
+        if unsafe:
             raise UserError(
-                f"{what}={ckpt_path} is not a checkpoint: torch.save writes a zip archive, and "
-                "this file is not one. Pass a checkpoint written by this project's train.py (a "
-                "run's checkpoints/*.ckpt)."
+                f"{what}={ckpt_path} holds a pickled {unsafe[1]}, and unpickling a class from a "
+                "file can run any code, so only plain data (tensors, numbers, strings, lists, "
+                "dicts) is read from a checkpoint, as this project's own hold. If you trust the "
+                "file, load it with `torch.load(path, weights_only=False)` and save its "
+                "`state_dict` and plain hyperparameters again."
             ) from error
         raise UserError(
             f"{what}={ckpt_path} cannot be read as a checkpoint ({type(error).__name__}: "
-            f"{_first_line(error)}). It may be truncated or not a checkpoint; use "
-            "another one (checkpoints/last.ckpt is written atomically and is always complete)."
+            f"{(str(error).strip().splitlines() or [''])[0][:200]}). Use another one."
         ) from error
     weights = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
     if not isinstance(weights, dict):
@@ -80,9 +84,32 @@ def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
     return checkpoint
 
 
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return (lines[0] if lines else "")[:200]
+def check_finite(ckpt_path: str, weights: dict[str, Any], allow: bool = False) -> None:
+    """``weights`` (a model's parameters) that hold NaN or inf are a UserError (``allow``: a
+    warning): every result computed with them is meaningless. Buffers and metric states may
+    hold inf (an attention mask, a running maximum's start). A sum in float64 is NaN or inf
+    exactly when a float32, float16 or bfloat16 weight is."""
+    from torch import Tensor, float64
+
+    bad = [
+        key
+        for key, value in weights.items()
+        if isinstance(value, Tensor)
+        and value.is_floating_point()
+        and not value.sum(dtype=float64).isfinite()
+    ]
+    if not bad:
+        return
+    where = f"NaN or inf in {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}"
+    if allow:
+        print(f"Warning: {ckpt_path} holds non-finite weights ({where}).", file=sys.stderr)
+        return
+    raise UserError(
+        f"{ckpt_path} holds non-finite weights ({where}), so whatever is computed with them "
+        "is meaningless. Use an earlier checkpoint of its run (a run stopped by a non-finite "
+        "loss keeps its last good last.ckpt), or evaluate it anyway with `eval.py "
+        f"ckpt_path={ckpt_path} allow_non_finite=true`."
+    )
 
 
 def epochs_done(checkpoint: dict[str, Any]) -> int | None:
@@ -159,6 +186,7 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
             "same model overrides as the run that wrote it (e.g. `model/net=cnn`), or "
             "`resume=<its run dir>`, which reloads that run's config."
         )
+    check_finite(ckpt_path, {k: weights[k] for k, _ in model.named_parameters()})
     progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
     return {
         **progress,

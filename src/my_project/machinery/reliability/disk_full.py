@@ -12,6 +12,7 @@ import errno
 from pathlib import Path
 
 from ..errors import UserError
+from .resume import newest_checkpoint
 
 _FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
@@ -24,8 +25,8 @@ def disk_full_error(error: BaseException, run_dir: str | Path | None) -> UserErr
         return None
     what = f" writing {full.filename}" if full.filename else ""
     message = f"The disk is full ({full.strerror or 'No space left on device'}{what})."
-    checkpoint = Path(run_dir) / "checkpoints" / "last.ckpt" if run_dir else None
-    if checkpoint is not None and checkpoint.is_file():
+    checkpoint = newest_checkpoint(Path(run_dir)) if run_dir else None
+    if checkpoint is not None:
         message += (
             f" The run stopped; its newest complete checkpoint is {checkpoint}. Free some space,"
             f" then resume with `python train.py resume={run_dir}`."

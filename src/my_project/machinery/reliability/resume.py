@@ -3,7 +3,7 @@
 ``python train.py resume=RUN_DIR [overrides]`` re-runs the command that started RUN_DIR (the
 overrides Hydra saved in ``RUN_DIR/.hydra/overrides.yaml``, so the same configs compose to
 the same model and data), plus any new overrides, writing into RUN_DIR and restarting from its
-``checkpoints/last.ckpt``. Hydra's record of the resumed command goes to
+newest checkpoint (:func:`newest_checkpoint`; or a typed ``ckpt_path=``). Hydra's record of the resumed command goes to
 ``RUN_DIR/.hydra/resume_<time>/`` so the original stays as it was. Only omegaconf is needed.
 """
 
@@ -49,16 +49,18 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
             "Is this a run directory of train.py? Otherwise use `ckpt_path=PATH` with the same "
             "overrides as the original run."
         )
-    if not (run_dir / "checkpoints" / "last.ckpt").is_file():
+    if newest_checkpoint(run_dir) is None:
         raise UserError(
-            f"resume={run_dir}: the run has no checkpoints/last.ckpt (it stopped before its "
-            "first checkpoint). Start it again instead."
+            f"resume={run_dir}: the run has no checkpoints/last.ckpt nor any other checkpoint "
+            "(it stopped before its first), so there is nothing to continue. Start it again, in "
+            "a new directory."
         )
     saved = saved_overrides(saved_path, run_dir)
     saved += saved_search_path(run_dir)
     new = [arg for arg in argv if override_key(arg) != RESUME_KEY]
-    new_keys = {override_key(o) for o in new} | {"ckpt_path", "hydra.run.dir"}
-    kept = [o for o in saved if override_key(o) not in new_keys and o != "~" + RESUME_KEY]
+    typed = {override_key(o) for o in new}  # a typed `ckpt_path=` continues from that file
+    dropped = typed | {"ckpt_path", "hydra.run.dir"}
+    kept = [o for o in saved if override_key(o) not in dropped and o != "~" + RESUME_KEY]
     masked = [override_key(o) for o in kept if MASK in o]
     if masked:
         raise UserError(
@@ -73,7 +75,7 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
         *new,
         f"hydra.run.dir={run_dir}",
         f"hydra.output_subdir=.hydra/resume_{stamp}",
-        f"ckpt_path={LAST}",
+        *([] if "ckpt_path" in typed else [f"ckpt_path={LAST}"]),
         f"{RESUME_KEY}={run_dir}",
     ]
 
@@ -123,11 +125,18 @@ def newest(paths: list[Path]) -> Path | None:
     return max(paths, key=lambda p: p.stat().st_mtime) if paths else None
 
 
+def newest_checkpoint(run_dir: Path) -> Path | None:
+    """What a resume of ``run_dir`` continues from: its newest `last*.ckpt`, else its newest
+    checkpoint (a run stopped before its first `last.ckpt` may have saved a best one)."""
+    folder = Path(run_dir) / "checkpoints"
+    return newest(list(folder.glob("last*.ckpt"))) or newest(list(folder.glob("*.ckpt")))
+
+
 def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | None:
-    """`last`: the newest `last*.ckpt` of this run, else of the newest sibling run."""
+    """`last`: :func:`newest_checkpoint` of this run, else the newest sibling run's last.ckpt."""
     if ckpt_path != LAST:
         return ckpt_path
-    found = newest(list((output_dir / "checkpoints").glob("last*.ckpt")))
+    found = newest_checkpoint(output_dir)
     if found is None:
         found = newest(list(output_dir.parent.glob("*/checkpoints/last.ckpt")))
         if found is not None:
@@ -141,16 +150,10 @@ def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | No
 
 
 def keep_csv_history(loggers: list[Any], resumed_step: int) -> None:
-    """Keep the rows an earlier part of this run wrote to `csv/metrics.csv`.
-
-    Lightning's CSV logger deletes an existing metrics.csv when it starts. When resuming in
-    the same directory, the rows logged before the checkpoint's step are handed to the new
-    writer (rows after it are logged again by the resumed run). ``resumed_step`` is the
-    loggers' own step at the checkpoint (Lightning's count of batches,
-    ``_batches_that_stepped``), which the rows' ``step`` column holds: ``global_step`` counts
-    optimizer steps (two a batch for a GAN, one every N batches with accumulation). Only the process of rank 0
-    writes the file; in the others the logger's writer is a stand-in that takes nothing.
-    """
+    """Keep the rows an earlier part of this run wrote to `csv/metrics.csv`, which Lightning's
+    CSV logger deletes when it starts: those before ``resumed_step``, the loggers' count of
+    batches at the checkpoint (`preflight.checkpoint.logger_step`), which the ``step`` column
+    holds; the resumed run logs the later ones again. Rank 0 alone writes the file."""
     from lightning.pytorch.loggers import CSVLogger
 
     if not is_rank_zero():

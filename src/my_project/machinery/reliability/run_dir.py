@@ -1,19 +1,21 @@
-"""Run directories that never collide, and that bad input never leaves behind.
+"""Run directories that never collide, hold one run each, and that bad input never leaves behind.
 
 ``${unique_dir:PATH}`` (configs/hydra/default.yaml) creates ``PATH``, or ``PATH_1``, ``PATH_2``...
 if it exists, with ``os.mkdir``, which fails rather than reuse a directory another process
-just created: two runs can never share one. The result is remembered, so every later lookup
-in this process (Hydra resolves the run directory more than once) gives the same directory.
+just created. The result is remembered: Hydra resolves the run directory more than once.
 
 Hydra makes the run directory (its `.hydra/` record and the job's log file) before the task
-runs, so a run that stops at a check leaves it behind. :func:`remove_if_untouched` removes it
-again, only when this process created it (by ``unique_dir``, inside a sweep directory it
-created, or as a ``hydra.run.dir`` given on the command line that did not exist before) and
-it holds nothing but Hydra's own files; so are the empty folders it made around it.
+runs: :func:`remove_if_untouched` removes it again after a refusal, only when this process
+created it (by ``unique_dir``, in a sweep directory it created, or as a ``hydra.run.dir`` of
+the command line that did not exist) and it holds nothing but Hydra's files; so are the empty
+folders it made around it. An empty ``hydra.run.dir=`` (the current directory) or
+``paths.log_dir`` (the filesystem's root) is refused before anything is made.
 
-An empty log or run directory is refused before anything is made: ``hydra.run.dir=`` would
-write the run into the current directory, ``MY_PROJECT_LOG_DIR=`` (an empty ``paths.log_dir``)
-at the root of the filesystem (``/train/runs/...``).
+One run a directory (:class:`RunDirLock`, a Hydra callback in configs/hydra/default.yaml): a
+new run refuses a directory that holds a run (`resume=` continues one) before Hydra writes
+there, and a run holds an OS lock (``flock``) on its directory for its whole life, which the OS
+releases however the process ends (``kill -9`` too): a second process that would write there is
+refused, naming the holder. Under DDP the launching process holds it for every rank.
 """
 
 from __future__ import annotations
@@ -23,18 +25,26 @@ import itertools
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from hydra.core.utils import JobReturn
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
 
+from ..distributed import is_rank_zero
 from ..errors import UserError
+from .secrets import mask_text
 
 _created: dict[str, str] = {}
 _made_here: set[Path] = set()  # absolute paths of the directories this process created
 _RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
 _SWEEP_RECORD = "multirun.yaml"
+_RUN_FILES = (".hydra", "checkpoints", "metrics.json")  # a directory with one holds a run
+_held: list[int] = []  # the lock this process holds: one run directory at a time
 
 
 def unique_dir(prefix: str, _root_: Any = None) -> str:
@@ -184,3 +194,84 @@ def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool
             (folder / _SWEEP_RECORD).unlink(missing_ok=True)
             folder.rmdir()  # only if empty: a run started beside it meanwhile stays
     return True
+
+
+class RunDirLock(Callback):
+    """Hydra callback: each job's directory is claimed (:func:`claim`) before the job writes
+    there, in the process of rank 0 only (a DDP launcher's children run in its directory)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            run_dir = Path(str(config.hydra.run.dir)).absolute()
+        except Exception:  # Hydra says what is wrong with it, as it makes the directory
+            return
+        resumed = config.get("resume")  # train.py's resume=<run dir> continues that run
+        new = not resumed or Path(str(resumed)).absolute() != run_dir
+        if is_rank_zero():
+            _claim_or_exit(run_dir, _RUN_FILES if new else (), str(config.get("task_name", "")))
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # A sweep's job: Hydra has written its .hydra/ already; checkpoints are a run's.
+        if config.hydra.mode == RunMode.MULTIRUN and is_rank_zero():
+            _claim_or_exit(Path(config.hydra.runtime.output_dir), _RUN_FILES[1:], "")
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        release()
+
+
+def _claim_or_exit(run_dir: Path, refused: Sequence[str], task: str) -> None:
+    try:
+        claim(run_dir, refused, task)
+    except UserError as error:  # Hydra turns what a callback raises into a warning
+        print(f"\nError: {error}\n", file=sys.stderr, flush=True)
+        sys.exit(error.exit_code)
+
+
+def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
+    """Lock ``run_dir`` for this process (``flock`` on the directory itself: no file to write,
+    none left behind), giving up one it holds already. A UserError, with nothing written, when
+    another process holds it, or when it holds one of ``refused``."""
+    release()
+    run_dir.mkdir(parents=True, exist_ok=True)  # as Hydra would, next
+    if os.name == "posix":
+        import fcntl
+
+        _held.append(os.open(run_dir, os.O_RDONLY))
+        try:
+            fcntl.flock(_held[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            release()
+            raise UserError(
+                f"{run_dir} is in use: {_holder(run_dir)} holds its lock, and two processes "
+                "writing one run directory would mix their checkpoints, metrics and logs. Wait "
+                "for it to end (or stop it), or choose another directory (leave "
+                "`hydra.run.dir` out for a new one under logs/)."
+            ) from error
+        except OSError:  # a filesystem without locks (some network ones): the run goes unlocked
+            release()
+    found = [name for name in refused if (run_dir / name).exists()]
+    if found:
+        release()
+        resume = f"Continue it with `python train.py resume={run_dir}`, or c"
+        raise UserError(
+            f"{run_dir} holds a run already ({', '.join(found)}), which a new run there would "
+            f"overwrite. {resume if task == 'train' else 'C'}hoose another directory for the "
+            "new one (leave `hydra.run.dir` and `hydra.sweep.dir` out for one under logs/)."
+        )
+
+
+def _holder(run_dir: Path) -> str:
+    """The process holding ``run_dir``'s lock, as Linux's /proc names it (its pid, command)."""
+    with contextlib.suppress(OSError, IndexError):  # elsewhere, or the holder just ended
+        inode = f":{run_dir.stat().st_ino}"
+        for fields in (line.split() for line in Path("/proc/locks").read_text().splitlines()):
+            if fields[1] == "FLOCK" and fields[5].endswith(inode):
+                command = Path(f"/proc/{fields[4]}/cmdline").read_bytes().decode(errors="replace")
+                return f"the process {fields[4]} (`{mask_text(' '.join(command.split()))}`)"
+    return "another process"
+
+
+def release() -> None:
+    """Give up the run directory this process holds, if any (the OS does it at exit)."""
+    while _held:
+        os.close(_held.pop())

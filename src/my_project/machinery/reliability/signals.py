@@ -237,8 +237,10 @@ def stopped_message(signum: int, run_dir: str | Path | None, training_done: bool
     name = signal_name(signum)
     if run_dir is None:
         return f"Stopped by {name}."
-    checkpoint = Path(run_dir) / "checkpoints" / "last.ckpt"
-    if not checkpoint.is_file():
+    from .resume import newest_checkpoint
+
+    checkpoint = newest_checkpoint(Path(run_dir))
+    if checkpoint is None:
         return f"Stopped by {name} before the first checkpoint; nothing to resume. Start it again."
     done = "Training had finished; the test did not. " if training_done else ""
     return (

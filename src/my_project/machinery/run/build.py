@@ -127,26 +127,59 @@ def datamodule(cfg: DictConfig, fit: bool, test: bool) -> Any:
     return data
 
 
-def load_model(target: str, ckpt_path: str) -> Any:
-    """Load ``ckpt_path`` into the LightningModule class named by ``target`` (on the CPU),
-    from the checkpoint's own hyperparameters.
+def load_model(target: str, ckpt_path: str, allow_non_finite: bool = False) -> Any:
+    """Load ``ckpt_path`` into the LightningModule class named by ``target`` (on the CPU).
 
-    A file that is not such a checkpoint (empty, text, a bare tensor, another model's) is a
-    :class:`UserError` naming what to pass, as train.py says of its checkpoints.
+    Its arguments are the checkpoint's hyperparameters (plain data, `atomic_io.plain`), except
+    those it holds no value of: left out (``save_hyperparameters(ignore=["net"])``) or saved as
+    the record of an object (a ``_partial_`` optimizer, an enum). Those are built from the run's
+    own config (`record.run_config`), never from the checkpoint; else their defaults apply.
+    A file that is not such a checkpoint (empty, damaged, with non-finite weights, another
+    model's) is a :class:`UserError` naming what to pass.
     """
-    from ..preflight.checkpoint import read_checkpoint
+    from ..preflight.checkpoint import check_finite, read_checkpoint
     from ..preflight.contract import model_class
+    from .record import run_config
 
     cls = model_class(target)
-    read_checkpoint(ckpt_path)
+    checkpoint = read_checkpoint(ckpt_path)
+    config = run_config(ckpt_path)
+    model_cfg = config.get("model") if config is not None else None
+    arguments = rebuilt_arguments(cls, checkpoint.get("hyper_parameters") or {}, model_cfg)
     try:
-        return cls.load_from_checkpoint(ckpt_path, map_location="cpu")
+        model = cls.load_from_checkpoint(ckpt_path, map_location="cpu", **arguments)
     except Exception as error:
         raise UserError(
             f"ckpt_path={ckpt_path} is not a checkpoint of {cls.__name__} ({type(error).__name__}: "
             f"{' '.join(str(error).split())[:300]}). Pass a checkpoint written by this project's "
             "train.py with the same `model=`."
         ) from error
+    check_finite(ckpt_path, dict(model.named_parameters()), allow=allow_non_finite)
+    return model
+
+
+def rebuilt_arguments(cls: type, saved: dict[str, Any], model_cfg: Any) -> dict[str, Any]:
+    """The arguments of ``cls`` that ``saved`` (its checkpoint's hyperparameters) holds no
+    value of, built as the run built them from ``model_cfg`` (its config's `model`), or their
+    defaults where that has none."""
+    import inspect
+
+    from hydra.utils import instantiate
+
+    rebuilt: dict[str, Any] = {}
+    for name, parameter in inspect.signature(cls).parameters.items():
+        value = saved.get(name)
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) or (
+            name in saved and not (isinstance(value, dict) and "_object_" in value)
+        ):
+            continue
+        if isinstance(model_cfg, DictConfig) and name in model_cfg:
+            node = model_cfg[name]
+            built = OmegaConf.is_config(node) and model_cfg.get("_recursive_", True)
+            rebuilt[name] = instantiate(node) if built else node
+        elif name in saved and parameter.default is not parameter.empty:
+            rebuilt[name] = parameter.default
+    return rebuilt
 
 
 def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
@@ -206,7 +239,7 @@ def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
-    model = load_model(cfg.model._target_, ckpt_path)
+    model = load_model(cfg.model._target_, ckpt_path, bool(cfg.get("allow_non_finite")))
     data = datamodule(cfg, fit=False, test=True)
     contract.check_model_fits_data(model, data, data_name(cfg))
     job = _job(cfg, config, data, model, ckpt_path)

@@ -9,11 +9,13 @@ writes.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
+from math import isfinite
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from ..config import print_config_tree
 from ..distributed import is_rank_zero
@@ -24,15 +26,36 @@ if TYPE_CHECKING:
 
 
 def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """Tensors and numbers to plain floats, keys sorted (one host sync, at the end of a run)."""
-    return {key: float(value) for key, value in sorted(metrics.items())}
+    """Tensors and numbers to plain floats, keys sorted (one host sync, at the end of a run);
+    a null (a non-finite value `write_json` wrote) as NaN."""
+    return {key: float("nan" if v is None else v) for key, v in sorted(metrics.items())}
 
 
 def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
+    """``data`` as JSON, which has no NaN nor infinity: a non-finite number is written as
+    null, and a line on stderr names it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    bad = [key for key, value in data.items() if isinstance(value, float) and not isfinite(value)]
+    if bad:
+        print(
+            f"Note: {', '.join(f'{k}={data[k]}' for k in bad)} written as null to {path}.",
+            file=sys.stderr,
+        )
+    finite = {key: None if key in bad else value for key, value in data.items()}
+    path.write_text(json.dumps(finite, indent=2, allow_nan=False) + "\n")
     return path
+
+
+def run_config(ckpt_path: str | Path) -> DictConfig | None:
+    """The config of the run that wrote ``ckpt_path`` (:func:`start` saved it beside the
+    run's checkpoints/), if it is there and reads as one."""
+    path = Path(ckpt_path).resolve().parent.parent / "config.yaml"
+    try:
+        config = OmegaConf.load(path) if path.is_file() else None
+    except Exception:  # yaml's errors, a file that is not text: as if it were not there
+        return None
+    return config if isinstance(config, DictConfig) else None
 
 
 def start(job: Job, save_config: bool = True) -> None:
