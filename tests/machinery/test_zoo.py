@@ -2,11 +2,14 @@
 Lightning docs: the zoo of `tests/machinery/zoo/` (two validation loaders, dropout and noise,
 a GAN with two optimizers, ReduceLROnPlateau, a one-logit binary classifier, an autoencoder
 on bare tensors, padded dict batches, a Metric of its own with sync_dist, a subclass
-forwarding **kwargs, configure_model, manual gradient accumulation).
+forwarding **kwargs, configure_model, manual gradient accumulation), and what teams moving in
+from lightning-hydra-template bring (`LHT_TEAMS`: LHT's module and data module, a OneCycleLR
+sized by `self.trainer.estimated_stepping_batches`, several test loaders).
 
 The lean tier: every module trains once in one process (one `-m` sweep, one process), and
-eval.py and predict.py read those runs; DDP, dp, kill -9 and resume, and ddp_spawn run on the
-modules where each was broken. Every module in every mode (dp too) is test_zoo_exhaustive.py.
+eval.py and predict.py read those runs; DDP, dp, kill -9 and resume, the benchmark and
+ddp_spawn run on the modules where each was broken, and every contract (serve and export too)
+on `LHT_TEAMS`. Every module in every mode (dp too) is test_zoo_exhaustive.py.
 """
 
 from __future__ import annotations
@@ -19,34 +22,53 @@ import pytest
 
 from my_project.machinery.errors import UserError
 
-from .helpers import ON_CPU, SEARCH_MACHINERY_CONFIGS, compose_config, read_metrics, run_entry
+from .helpers import (
+    ON_CPU,
+    ROOT,
+    SEARCH_MACHINERY_CONFIGS,
+    compose_config,
+    read_metrics,
+    run_entry,
+)
 from .zoo_contract import (
+    LHT_TEAMS,
+    SEEDED,
     SPAWN,
     TIMEOUT,
     ZOO,
+    Outcome,
+    assert_exported_onnx_matches,
     assert_same_run,
+    assert_served_answers_equal_predict_py,
     assert_the_benchmark_times,
     best_checkpoint,
     checkpoint,
+    done,
     history,
     kill_9_and_resume,
     sweep,
+    sweep_checkpoints,
     train_zoo,
 )
 
 pytestmark = pytest.mark.slow
+PREDICTED = [name for name in ZOO if ZOO[name].predict_header is not None]
+# Trained in 2 processes here: where DDP broke or is not exact, and LHT_TEAMS.
+DDP = ["two_val_loaders", "metric_sum", *LHT_TEAMS]
 
 
 @pytest.fixture(scope="module")
-def zoo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def zoo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     """Every module of the zoo, trained once in one process: `python train.py -m
     experiment=zoo_a,zoo_b,...` (the reference run of every check below)."""
     return train_zoo(tmp_path_factory.mktemp("zoo") / "one", list(ZOO))
 
 
 @pytest.mark.parametrize("name", list(ZOO))
-def test_every_module_trains_and_plots_what_it_logs(zoo_runs: dict[str, Path], name: str) -> None:
-    run, expected = zoo_runs[name], ZOO[name]
+def test_every_module_trains_and_plots_what_it_logs(
+    zoo_runs: dict[str, Outcome], name: str
+) -> None:
+    run, expected = done(zoo_runs[name]), ZOO[name]
     metrics = read_metrics(run)
     assert math.isfinite(metrics[expected.test_metric]), metrics
     assert json.loads((run / "run_info.json").read_text())["world_size"] == 1
@@ -62,19 +84,19 @@ def test_every_module_trains_and_plots_what_it_logs(zoo_runs: dict[str, Path], n
 
 
 def test_a_per_step_loss_is_plotted_as_its_epoch_mean_not_its_last_step(
-    zoo_runs: dict[str, Path],
+    zoo_runs: dict[str, Outcome],
 ) -> None:
     """The GAN logs g_loss on every step only; metrics.json and the CSV keep the last step's
     value, the learning curve each epoch's mean."""
-    run = zoo_runs["gan"]
+    run = done(zoo_runs["gan"])
     last_step = read_metrics(run)["g_loss"]
     assert history(run)[-1]["train/g_loss"] != last_step
 
 
 def test_two_validation_loaders_pick_the_best_checkpoint_by_the_first(
-    zoo_runs: dict[str, Path],
+    zoo_runs: dict[str, Outcome],
 ) -> None:
-    run = zoo_runs["two_val_loaders"]
+    run = done(zoo_runs["two_val_loaders"])
     best = checkpoint(run, best_checkpoint(run).name)
     (state,) = (v for k, v in best["callbacks"].items() if k.startswith("ModelCheckpoint"))
     assert state["monitor"] == "val_acc/dataloader_idx_0"
@@ -82,53 +104,78 @@ def test_two_validation_loaders_pick_the_best_checkpoint_by_the_first(
     assert float(state["best_model_score"]) == pytest.approx(max(scores))
 
 
+def test_lhts_data_module_writes_its_files_under_data_dir_and_reads_its_list_split(
+    zoo_runs: dict[str, Outcome],
+) -> None:
+    """`train_val_test_split: [64, 24, 23]` from the yaml (a ListConfig, saved with the run),
+    and the files `prepare_data` wrote under `paths.data_dir`."""
+    run = done(zoo_runs["lht"])
+    saved = checkpoint(run)
+    assert list(saved["datamodule_hyper_parameters"]["train_val_test_split"]) == [64, 24, 23]
+    data_dir = ROOT / saved["datamodule_hyper_parameters"]["data_dir"]  # relative: to the run's
+    assert sorted(p.name for p in (data_dir / "digits8x8").glob("*.npz")) == [
+        "test.npz",
+        "train.npz",
+    ]
+    assert {"optimizer", "scheduler", "compile"} <= set(saved["hyper_parameters"])
+    assert "net" not in saved["hyper_parameters"]  # save_hyperparameters(ignore=["net"])
+
+
+@pytest.fixture(scope="module")
+def evaluated(
+    zoo_runs: dict[str, Outcome], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Outcome]:
+    """`python eval.py ckpt_path=<best>` for every module (one `-m` sweep, one process)."""
+    folder = tmp_path_factory.mktemp("zoo") / "eval"
+    return sweep_checkpoints("eval", folder, zoo_runs, "logger=none", made="metrics.json")
+
+
+@pytest.mark.parametrize("name", list(ZOO))
 def test_eval_as_the_readme_writes_it_gives_each_modules_test_metric(
-    zoo_runs: dict[str, Path], tmp_path: Path
+    zoo_runs: dict[str, Outcome], evaluated: dict[str, Outcome], name: str
 ) -> None:
-    """`python eval.py ckpt_path=<best>`: no model=, data=, nor search path (swept over the
-    modules' checkpoints: one process). The same test metric as the training run's test
-    (the GAN's test draws noise: close)."""
-    names = list(ZOO)
-    jobs = sweep(
-        "eval",
-        tmp_path,
-        {"ckpt_path": [str(best_checkpoint(zoo_runs[n])) for n in names]},
-        "logger=none",
-    )
-    for name, job in zip(names, jobs, strict=True):
-        metric = ZOO[name].test_metric
-        evaluated, trained = read_metrics(job)[metric], read_metrics(zoo_runs[name])[metric]
-        if ZOO[name].random_test:
-            assert math.isfinite(evaluated) and evaluated == pytest.approx(trained, rel=0.2)
-        else:
-            assert evaluated == trained, name
+    """`python eval.py ckpt_path=<best>`: no model=, data=, nor search path. The same test
+    metric as the training run's test (the GAN's test draws noise: close)."""
+    metric = ZOO[name].test_metric
+    evaluated_value = read_metrics(done(evaluated[name]))[metric]
+    trained = read_metrics(done(zoo_runs[name]))[metric]
+    if ZOO[name].random_test:
+        assert math.isfinite(evaluated_value) and evaluated_value == pytest.approx(trained, rel=0.2)
+    else:
+        assert evaluated_value == trained
 
 
+@pytest.fixture(scope="module")
+def predicted(
+    zoo_runs: dict[str, Outcome], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Outcome]:
+    """`python predict.py ckpt_path=<best>` for every module that predicts (one sweep)."""
+    runs = {name: zoo_runs[name] for name in PREDICTED}
+    folder = tmp_path_factory.mktemp("zoo") / "predict"
+    return sweep_checkpoints("predict", folder, runs, made="predictions.csv")
+
+
+@pytest.mark.parametrize("name", PREDICTED)
 def test_predict_as_the_readme_writes_it_writes_each_modules_outputs(
-    zoo_runs: dict[str, Path], tmp_path: Path
+    predicted: dict[str, Outcome], name: str
 ) -> None:
-    names = [n for n in ZOO if ZOO[n].predict_header is not None]
-    jobs = sweep(
-        "predict", tmp_path, {"ckpt_path": [str(best_checkpoint(zoo_runs[n])) for n in names]}
-    )
-    for name, job in zip(names, jobs, strict=True):
-        header, *rows = (job / "predictions.csv").read_text().splitlines()
-        assert header == ZOO[name].predict_header, name
-        assert len(rows) == 23, name  # the test split, each sample once
-    binary = (jobs[names.index("binary")] / "predictions.csv").read_text().splitlines()[1:]
-    for row in binary:  # class and probability of class 1, against 0/1 labels
-        _, target, prediction, prob = row.split(",")
-        assert target in "01" and prediction == str(int(float(prob) > 0.5))
+    header, *rows = (done(predicted[name]) / "predictions.csv").read_text().splitlines()
+    assert header == ZOO[name].predict_header
+    assert len(rows) == ZOO[name].predict_rows  # the test split, each sample once
+    if name == "binary":  # class and probability of class 1, against 0/1 labels
+        for row in rows:
+            _, target, prediction, prob = row.split(",")
+            assert target in "01" and prediction == str(int(float(prob) > 0.5))
 
 
 def test_predict_names_what_a_module_whose_forward_takes_no_inputs_needs(
-    zoo_runs: dict[str, Path], tmp_path: Path
+    zoo_runs: dict[str, Outcome], tmp_path: Path
 ) -> None:
     """A GAN's forward takes noise, not the data's batches: one Error naming predict_step
     (in this process: `predict` is what predict.py runs)."""
     from my_project.machinery.run.predict import predict
 
-    checkpoint = best_checkpoint(zoo_runs["gan"])
+    checkpoint = best_checkpoint(done(zoo_runs["gan"]))
     team = [SEARCH_MACHINERY_CONFIGS, "model=zoo_gan", "data=zoo_gan"]  # composed by code
     cfg = compose_config([*team, f"ckpt_path={checkpoint}"], tmp_path, "predict")
     with pytest.raises(UserError, match=r"GAN has no predict_step, and its forward cannot take"):
@@ -136,56 +183,114 @@ def test_predict_names_what_a_module_whose_forward_takes_no_inputs_needs(
     assert not (tmp_path / "predictions.csv").exists()
 
 
+@pytest.mark.parametrize("name", LHT_TEAMS)
+def test_serve_as_the_readme_writes_it_answers_what_predict_writes(
+    zoo_runs: dict[str, Outcome], predicted: dict[str, Outcome], name: str, tmp_path: Path
+) -> None:
+    predictions = done(predicted[name]) / "predictions.csv"
+    assert_served_answers_equal_predict_py(name, done(zoo_runs[name]), predictions, tmp_path)
+
+
+@pytest.mark.parametrize("name", LHT_TEAMS)
+def test_export_as_the_readme_writes_it_matches_pytorch(
+    zoo_runs: dict[str, Outcome], name: str, tmp_path: Path
+) -> None:
+    assert_exported_onnx_matches(name, done(zoo_runs[name]), tmp_path)
+
+
 @pytest.fixture(scope="module")
-def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The modules where DDP broke or is not exact, trained in 2 processes (one sweep); the
-    rest of the zoo under DDP is the exhaustive tier's (test_zoo_exhaustive.py)."""
-    names = ["two_val_loaders", "metric_sum"]
-    return train_zoo(tmp_path_factory.mktemp("zoo") / "ddp", names, processes=2)
+def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """The modules of `DDP`, trained in 2 processes (one sweep); the rest of the zoo under
+    DDP is the exhaustive tier's (test_zoo_exhaustive.py)."""
+    return train_zoo(tmp_path_factory.mktemp("zoo") / "ddp", DDP, processes=2)
 
 
-def test_ddp_runs_with_several_validation_loaders(ddp_runs: dict[str, Path]) -> None:
-    run = ddp_runs["two_val_loaders"]
+def test_ddp_runs_with_several_validation_loaders(ddp_runs: dict[str, Outcome]) -> None:
+    run = done(ddp_runs["two_val_loaders"])
     assert json.loads((run / "run_info.json").read_text())["world_size"] == 2
     assert {"val_acc/dataloader_idx_0", "val_acc/dataloader_idx_1"} <= set(read_metrics(run))
 
 
+@pytest.fixture(scope="module")
+def ddp_evaluated(
+    ddp_runs: dict[str, Outcome], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Outcome]:
+    """A one-process `eval.py` of each DDP run's best checkpoint (one sweep)."""
+    folder = tmp_path_factory.mktemp("zoo") / "ddp_eval"
+    return sweep_checkpoints("eval", folder, ddp_runs, "logger=none", made="metrics.json")
+
+
+@pytest.mark.parametrize("name", DDP)
 def test_ddp_test_metrics_against_one_process_exact_or_within_float_rounding(
-    ddp_runs: dict[str, Path], tmp_path: Path
+    ddp_runs: dict[str, Outcome], ddp_evaluated: dict[str, Outcome], name: str
 ) -> None:
     """The DDP run's test metrics against a one-process eval of its best checkpoint: counts
     (accuracy) bit-equal; float sums (the module's own Metric with a `sum` state,
     `self.log(..., sync_dist=True)`) equal to float32 rounding (measured: up to 2e-7
-    relative; bound 1e-6); a value logged without sync_dist is rank 0's, not the set's."""
-    names = ["two_val_loaders", "metric_sum"]
-    jobs = sweep(
-        "eval",
-        tmp_path,
-        {"ckpt_path": [str(best_checkpoint(ddp_runs[n])) for n in names]},
-        "logger=none",
-    )
-    single = {name: read_metrics(job) for name, job in zip(names, jobs, strict=True)}
-    ddp = {name: read_metrics(ddp_runs[name]) for name in names}
-    assert single["two_val_loaders"]["test_acc"] == ddp["two_val_loaders"]["test_acc"]
-    for metric in ("test_mae", "test_loss"):
-        one, two = single["metric_sum"][metric], ddp["metric_sum"][metric]
+    relative; bound 1e-6)."""
+    run = done(ddp_runs[name])
+    assert json.loads((run / "run_info.json").read_text())["world_size"] == 2
+    single, ddp = read_metrics(done(ddp_evaluated[name])), read_metrics(run)
+    assert math.isfinite(single[ZOO[name].test_metric])
+    assert ZOO[name].ddp_exact or ZOO[name].ddp_rounded
+    for metric in ZOO[name].ddp_exact:
+        assert ddp[metric] == single[metric], metric
+    for metric in ZOO[name].ddp_rounded:
+        one, two = single[metric], ddp[metric]
         assert abs(one - two) <= 1e-6 * abs(one), (metric, one, two)
-    unsynced = ddp["metric_sum"]["test_loss_unsynced"]
-    assert abs(unsynced - single["metric_sum"]["test_loss"]) > 1e-4  # one rank's 12 samples
 
 
-@pytest.mark.parametrize("name", ["dropout_noise", "accumulate"])
+def test_a_value_logged_without_sync_dist_is_rank_zeros(
+    ddp_runs: dict[str, Outcome], ddp_evaluated: dict[str, Outcome]
+) -> None:
+    single = read_metrics(done(ddp_evaluated["metric_sum"]))
+    unsynced = read_metrics(done(ddp_runs["metric_sum"]))["test_loss_unsynced"]
+    assert abs(unsynced - single["test_loss"]) > 1e-4  # one rank's 12 samples
+
+
+@pytest.fixture(scope="module")
+def dp_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """LHT_TEAMS trained with `trainer.strategy=dp trainer.devices=2` (one sweep)."""
+    common = [*SEEDED, "callbacks.last_checkpoint.every_n_train_steps=5"]
+    common += ["trainer.strategy=dp", "trainer.devices=2"]
+    folder = tmp_path_factory.mktemp("zoo") / "dp"
+    experiments = [f"zoo_{name}" for name in LHT_TEAMS]
+    jobs = sweep("train", folder, "experiment", experiments, *common, made="metrics.json")
+    return dict(zip(LHT_TEAMS, jobs, strict=True))
+
+
+@pytest.mark.parametrize("name", LHT_TEAMS)
+def test_dp_trains_like_one_process(
+    zoo_runs: dict[str, Outcome], dp_runs: dict[str, Outcome], name: str
+) -> None:
+    """On a CPU, `dp` splits nothing: its metrics are the one-process run's, bit for bit."""
+    assert read_metrics(done(dp_runs[name])) == read_metrics(done(zoo_runs[name]))
+
+
+@pytest.mark.parametrize("name", ["dropout_noise", "accumulate", *LHT_TEAMS])
 def test_kill_9_and_resume_in_one_process_ends_bit_identical(
-    zoo_runs: dict[str, Path], tmp_path: Path, name: str
+    zoo_runs: dict[str, Outcome], tmp_path: Path, name: str
 ) -> None:
     """dropout_noise draws random numbers in its step (dropout, torch.randn) from a DataLoader
     without a generator; accumulate counts one optimizer step every two batches (the CSV's
-    step is the loggers' own)."""
+    step is the loggers' own); LHT_TEAMS: LHT's MaxMetric and factories, a OneCycleLR."""
+    reference = done(zoo_runs[name])
     run = tmp_path / "run"
     every, saved = kill_9_and_resume(name, run)
     assert saved["global_step"] % every == 0 and saved["epoch"] == 1
     assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] > 0
-    assert_same_run(run, zoo_runs[name])
+    assert_same_run(run, reference)
+
+
+def test_kill_9_and_resume_in_two_processes_ends_bit_identical(
+    ddp_runs: dict[str, Outcome], tmp_path: Path
+) -> None:
+    """The docs' OneCycleLR, sized by `self.trainer.estimated_stepping_batches`, in 2
+    processes (every module in 2 processes: test_zoo_exhaustive.py)."""
+    reference = done(ddp_runs["one_cycle"])
+    every, saved = kill_9_and_resume("one_cycle", tmp_path / "run", processes=2)
+    assert saved["global_step"] % every == 0 and saved["epoch"] == 1
+    assert_same_run(tmp_path / "run", reference)
 
 
 @pytest.mark.exhaustive  # ddp_spawn's pickling: test_any_module.py; its sweep: test_zoo_exhaustive.py
@@ -206,11 +311,14 @@ def test_ddp_spawn_runs_with_exact_test_metrics(tmp_path: Path) -> None:
     assert single["test_acc"] == alone["test_acc"]
 
 
-@pytest.mark.parametrize("name", ["gan", "accumulate", "plateau", "configure_model"])
+@pytest.mark.parametrize("name", ["gan", "accumulate", "plateau", "configure_model", *LHT_TEAMS])
 def test_the_benchmark_times_modules_that_ask_more_of_their_loop(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`python -m ...bench --workload none experiment=...` (in this process): the hand-written
     loop lets a manually optimizing module's step drive its optimizers (two a batch for the
-    GAN), answers `self.optimizers()` (plateau logs its lr), and has configure_model's layers."""
+    GAN), answers `self.optimizers()` (plateau logs its lr), has configure_model's layers,
+    and a Trainer for what reads `self.trainer` (LHT's optimizer over
+    `self.trainer.model.parameters()`, its data module's per-process batch, OneCycleLR's
+    `estimated_stepping_batches`)."""
     assert_the_benchmark_times(name, tmp_path, capsys)
