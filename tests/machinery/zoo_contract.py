@@ -181,9 +181,11 @@ ZOO: dict[str, Zoo] = {
 # Teams moving in from lightning-hydra-template (issue 34): its module (net, `_partial_`
 # optimizer and scheduler from Hydra, list hyperparameters, files under data_dir), the docs'
 # OneCycleLR sized by `self.trainer.estimated_stepping_batches`, several test loaders. Every
-# contract runs on these in the slow tier (CI); on the others each mode runs once there, on
-# the module it was broken for, and everywhere in the exhaustive tier.
+# contract runs on these in the slow tier (test_zoo_lht.py); on the others each mode runs once
+# there, on the module it was broken for (test_zoo.py), and everywhere in the exhaustive tier.
 LHT_TEAMS = ["lht", "one_cycle", "two_test_loaders"]
+# The Lightning docs' patterns (test_zoo.py; LHT_TEAMS: test_zoo_lht.py).
+DOCS_PATTERNS = [name for name in ZOO if name not in LHT_TEAMS]
 # 64 training samples in batches of 8: 8 steps an epoch in one process, 4 in each of two.
 SEEDED = [
     SEARCH_MACHINERY_CONFIGS,
