@@ -19,22 +19,26 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import ROOT, read_metrics
+from .helpers import ROOT, read_metrics, run_entry
 from .zoo_contract import (
     LHT_TEAMS,
     SEEDED,
+    TIMEOUT,
     ZOO,
     Outcome,
     assert_exported_onnx_matches,
     assert_same_run,
     assert_served_answers_equal_predict_py,
     assert_the_benchmark_times,
+    best_checkpoint,
     checkpoint,
     done,
     history,
     kill_9_and_resume,
+    seeded,
     sweep,
     sweep_checkpoints,
+    tail,
     train_zoo,
 )
 
@@ -204,3 +208,26 @@ def test_the_benchmark_times_modules_that_read_their_trainer(
     over `self.trainer.model.parameters()` and its data module's `self.trainer.world_size`,
     the OneCycleLR's `self.trainer.estimated_stepping_batches`, several test loaders."""
     assert_the_benchmark_times(name, tmp_path, capsys)
+
+
+@pytest.mark.exhaustive  # torch.compile on a CPU: a minute or two of compiling
+def test_lhts_compile_option_trains_and_eval_reads_its_checkpoint(tmp_path: Path) -> None:
+    """`model.compile=true`: LHT's `setup("fit")` puts `torch.compile(self.net)` in place of
+    its network, so the checkpoint's weights are saved under `net._orig_mod.`; the run tests,
+    and `eval.py` of its best checkpoint (a model rebuilt, not compiled) gives the same
+    accuracy."""
+    run = tmp_path / "run"
+    result = run_entry(
+        "train", *seeded("lht"), "model.compile=true", f"hydra.run.dir={run}", timeout=TIMEOUT
+    )
+    assert result.returncode == 0, tail(result)
+    assert any(".net._orig_mod." in f".{key}" for key in checkpoint(run)["state_dict"])
+    evaluated = run_entry(
+        "eval",
+        f"ckpt_path={best_checkpoint(run)}",
+        "logger=none",
+        f"hydra.run.dir={tmp_path / 'eval'}",
+        timeout=TIMEOUT,
+    )
+    assert evaluated.returncode == 0, tail(evaluated)
+    assert read_metrics(tmp_path / "eval")["test/acc"] == read_metrics(run)["test/acc"]
