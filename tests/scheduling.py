@@ -29,6 +29,7 @@ START_FIRST = (
     "tests/machinery/test_ddp_lifecycle.py",  # signals at 20 points: ~3.5 min
     # template-only:start
     "tests/template/test_generated_projects.py::test_deleting_the_examples",
+    "tests/template/test_moving_in.py",  # a generated project's lint and own suite: ~3 min
     "tests/template/test_generated_projects.py",
     # template-only:end
     "tests/machinery/test_zoo_exhaustive.py",

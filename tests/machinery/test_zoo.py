@@ -2,7 +2,8 @@
 Lightning docs: the zoo of `tests/machinery/zoo/` (two validation loaders, dropout and noise,
 a GAN with two optimizers, ReduceLROnPlateau, a one-logit binary classifier, an autoencoder
 on bare tensors, padded dict batches, a Metric of its own with sync_dist, a subclass
-forwarding **kwargs, configure_model, manual gradient accumulation).
+forwarding **kwargs, configure_model, manual gradient accumulation). What teams moving in from
+lightning-hydra-template bring, with every contract over it: test_zoo_lht.py.
 
 The lean tier: every module trains once in one process (one `-m` sweep, one process), and
 eval.py and predict.py read those runs; DDP, dp, kill -9 and resume, and ddp_spawn run on the
@@ -21,32 +22,40 @@ from my_project.machinery.errors import UserError
 
 from .helpers import ON_CPU, SEARCH_MACHINERY_CONFIGS, compose_config, read_metrics, run_entry
 from .zoo_contract import (
+    DOCS_PATTERNS,
     SPAWN,
     TIMEOUT,
     ZOO,
+    Outcome,
     assert_same_run,
     assert_the_benchmark_times,
     best_checkpoint,
     checkpoint,
+    done,
     history,
     kill_9_and_resume,
-    sweep,
+    sweep_checkpoints,
     train_zoo,
 )
 
 pytestmark = pytest.mark.slow
+PREDICTED = [name for name in DOCS_PATTERNS if ZOO[name].predict_header is not None]
+# Trained in 2 processes here: where DDP broke or is not exact.
+DDP = ["two_val_loaders", "metric_sum"]
 
 
 @pytest.fixture(scope="module")
-def zoo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def zoo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     """Every module of the zoo, trained once in one process: `python train.py -m
     experiment=zoo_a,zoo_b,...` (the reference run of every check below)."""
-    return train_zoo(tmp_path_factory.mktemp("zoo") / "one", list(ZOO))
+    return train_zoo(tmp_path_factory.mktemp("zoo") / "one", DOCS_PATTERNS)
 
 
-@pytest.mark.parametrize("name", list(ZOO))
-def test_every_module_trains_and_plots_what_it_logs(zoo_runs: dict[str, Path], name: str) -> None:
-    run, expected = zoo_runs[name], ZOO[name]
+@pytest.mark.parametrize("name", DOCS_PATTERNS)
+def test_every_module_trains_and_plots_what_it_logs(
+    zoo_runs: dict[str, Outcome], name: str
+) -> None:
+    run, expected = done(zoo_runs[name]), ZOO[name]
     metrics = read_metrics(run)
     assert math.isfinite(metrics[expected.test_metric]), metrics
     assert json.loads((run / "run_info.json").read_text())["world_size"] == 1
@@ -62,19 +71,19 @@ def test_every_module_trains_and_plots_what_it_logs(zoo_runs: dict[str, Path], n
 
 
 def test_a_per_step_loss_is_plotted_as_its_epoch_mean_not_its_last_step(
-    zoo_runs: dict[str, Path],
+    zoo_runs: dict[str, Outcome],
 ) -> None:
     """The GAN logs g_loss on every step only; metrics.json and the CSV keep the last step's
     value, the learning curve each epoch's mean."""
-    run = zoo_runs["gan"]
+    run = done(zoo_runs["gan"])
     last_step = read_metrics(run)["g_loss"]
     assert history(run)[-1]["train/g_loss"] != last_step
 
 
 def test_two_validation_loaders_pick_the_best_checkpoint_by_the_first(
-    zoo_runs: dict[str, Path],
+    zoo_runs: dict[str, Outcome],
 ) -> None:
-    run = zoo_runs["two_val_loaders"]
+    run = done(zoo_runs["two_val_loaders"])
     best = checkpoint(run, best_checkpoint(run).name)
     (state,) = (v for k, v in best["callbacks"].items() if k.startswith("ModelCheckpoint"))
     assert state["monitor"] == "val_acc/dataloader_idx_0"
@@ -82,53 +91,61 @@ def test_two_validation_loaders_pick_the_best_checkpoint_by_the_first(
     assert float(state["best_model_score"]) == pytest.approx(max(scores))
 
 
+@pytest.fixture(scope="module")
+def evaluated(
+    zoo_runs: dict[str, Outcome], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Outcome]:
+    """`python eval.py ckpt_path=<best>` for every module (one `-m` sweep, one process)."""
+    folder = tmp_path_factory.mktemp("zoo") / "eval"
+    return sweep_checkpoints("eval", folder, zoo_runs, "logger=none", made="metrics.json")
+
+
+@pytest.mark.parametrize("name", DOCS_PATTERNS)
 def test_eval_as_the_readme_writes_it_gives_each_modules_test_metric(
-    zoo_runs: dict[str, Path], tmp_path: Path
+    zoo_runs: dict[str, Outcome], evaluated: dict[str, Outcome], name: str
 ) -> None:
-    """`python eval.py ckpt_path=<best>`: no model=, data=, nor search path (swept over the
-    modules' checkpoints: one process). The same test metric as the training run's test
-    (the GAN's test draws noise: close)."""
-    names = list(ZOO)
-    jobs = sweep(
-        "eval",
-        tmp_path,
-        {"ckpt_path": [str(best_checkpoint(zoo_runs[n])) for n in names]},
-        "logger=none",
-    )
-    for name, job in zip(names, jobs, strict=True):
-        metric = ZOO[name].test_metric
-        evaluated, trained = read_metrics(job)[metric], read_metrics(zoo_runs[name])[metric]
-        if ZOO[name].random_test:
-            assert math.isfinite(evaluated) and evaluated == pytest.approx(trained, rel=0.2)
-        else:
-            assert evaluated == trained, name
+    """`python eval.py ckpt_path=<best>`: no model=, data=, nor search path. The same test
+    metric as the training run's test (the GAN's test draws noise: close)."""
+    metric = ZOO[name].test_metric
+    evaluated_value = read_metrics(done(evaluated[name]))[metric]
+    trained = read_metrics(done(zoo_runs[name]))[metric]
+    if ZOO[name].random_test:
+        assert math.isfinite(evaluated_value) and evaluated_value == pytest.approx(trained, rel=0.2)
+    else:
+        assert evaluated_value == trained
 
 
+@pytest.fixture(scope="module")
+def predicted(
+    zoo_runs: dict[str, Outcome], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Outcome]:
+    """`python predict.py ckpt_path=<best>` for every module that predicts (one sweep)."""
+    runs = {name: zoo_runs[name] for name in PREDICTED}
+    folder = tmp_path_factory.mktemp("zoo") / "predict"
+    return sweep_checkpoints("predict", folder, runs, made="predictions.csv")
+
+
+@pytest.mark.parametrize("name", PREDICTED)
 def test_predict_as_the_readme_writes_it_writes_each_modules_outputs(
-    zoo_runs: dict[str, Path], tmp_path: Path
+    predicted: dict[str, Outcome], name: str
 ) -> None:
-    names = [n for n in ZOO if ZOO[n].predict_header is not None]
-    jobs = sweep(
-        "predict", tmp_path, {"ckpt_path": [str(best_checkpoint(zoo_runs[n])) for n in names]}
-    )
-    for name, job in zip(names, jobs, strict=True):
-        header, *rows = (job / "predictions.csv").read_text().splitlines()
-        assert header == ZOO[name].predict_header, name
-        assert len(rows) == 23, name  # the test split, each sample once
-    binary = (jobs[names.index("binary")] / "predictions.csv").read_text().splitlines()[1:]
-    for row in binary:  # class and probability of class 1, against 0/1 labels
-        _, target, prediction, prob = row.split(",")
-        assert target in "01" and prediction == str(int(float(prob) > 0.5))
+    header, *rows = (done(predicted[name]) / "predictions.csv").read_text().splitlines()
+    assert header == ZOO[name].predict_header
+    assert len(rows) == ZOO[name].predict_rows  # the test split, each sample once
+    if name == "binary":  # class and probability of class 1, against 0/1 labels
+        for row in rows:
+            _, target, prediction, prob = row.split(",")
+            assert target in "01" and prediction == str(int(float(prob) > 0.5))
 
 
 def test_predict_names_what_a_module_whose_forward_takes_no_inputs_needs(
-    zoo_runs: dict[str, Path], tmp_path: Path
+    zoo_runs: dict[str, Outcome], tmp_path: Path
 ) -> None:
     """A GAN's forward takes noise, not the data's batches: one Error naming predict_step
     (in this process: `predict` is what predict.py runs)."""
     from my_project.machinery.run.predict import predict
 
-    checkpoint = best_checkpoint(zoo_runs["gan"])
+    checkpoint = best_checkpoint(done(zoo_runs["gan"]))
     team = [SEARCH_MACHINERY_CONFIGS, "model=zoo_gan", "data=zoo_gan"]  # composed by code
     cfg = compose_config([*team, f"ckpt_path={checkpoint}"], tmp_path, "predict")
     with pytest.raises(UserError, match=r"GAN has no predict_step, and its forward cannot take"):
@@ -137,55 +154,68 @@ def test_predict_names_what_a_module_whose_forward_takes_no_inputs_needs(
 
 
 @pytest.fixture(scope="module")
-def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The modules where DDP broke or is not exact, trained in 2 processes (one sweep); the
-    rest of the zoo under DDP is the exhaustive tier's (test_zoo_exhaustive.py)."""
-    names = ["two_val_loaders", "metric_sum"]
-    return train_zoo(tmp_path_factory.mktemp("zoo") / "ddp", names, processes=2)
+def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """The modules of `DDP`, trained in 2 processes (one sweep); the rest of the zoo under
+    DDP is the exhaustive tier's (test_zoo_exhaustive.py)."""
+    return train_zoo(tmp_path_factory.mktemp("zoo") / "ddp", DDP, processes=2)
 
 
-def test_ddp_runs_with_several_validation_loaders(ddp_runs: dict[str, Path]) -> None:
-    run = ddp_runs["two_val_loaders"]
+def test_ddp_runs_with_several_validation_loaders(ddp_runs: dict[str, Outcome]) -> None:
+    run = done(ddp_runs["two_val_loaders"])
     assert json.loads((run / "run_info.json").read_text())["world_size"] == 2
     assert {"val_acc/dataloader_idx_0", "val_acc/dataloader_idx_1"} <= set(read_metrics(run))
 
 
+@pytest.fixture(scope="module")
+def ddp_evaluated(
+    ddp_runs: dict[str, Outcome], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Outcome]:
+    """A one-process `eval.py` of each DDP run's best checkpoint (one sweep)."""
+    folder = tmp_path_factory.mktemp("zoo") / "ddp_eval"
+    return sweep_checkpoints("eval", folder, ddp_runs, "logger=none", made="metrics.json")
+
+
+@pytest.mark.parametrize("name", DDP)
 def test_ddp_test_metrics_against_one_process_exact_or_within_float_rounding(
-    ddp_runs: dict[str, Path], tmp_path: Path
+    ddp_runs: dict[str, Outcome], ddp_evaluated: dict[str, Outcome], name: str
 ) -> None:
     """The DDP run's test metrics against a one-process eval of its best checkpoint: counts
     (accuracy) bit-equal; float sums (the module's own Metric with a `sum` state,
     `self.log(..., sync_dist=True)`) equal to float32 rounding (measured: up to 2e-7
-    relative; bound 1e-6); a value logged without sync_dist is rank 0's, not the set's."""
-    names = ["two_val_loaders", "metric_sum"]
-    jobs = sweep(
-        "eval",
-        tmp_path,
-        {"ckpt_path": [str(best_checkpoint(ddp_runs[n])) for n in names]},
-        "logger=none",
-    )
-    single = {name: read_metrics(job) for name, job in zip(names, jobs, strict=True)}
-    ddp = {name: read_metrics(ddp_runs[name]) for name in names}
-    assert single["two_val_loaders"]["test_acc"] == ddp["two_val_loaders"]["test_acc"]
-    for metric in ("test_mae", "test_loss"):
-        one, two = single["metric_sum"][metric], ddp["metric_sum"][metric]
+    relative; bound 1e-6)."""
+    run = done(ddp_runs[name])
+    assert json.loads((run / "run_info.json").read_text())["world_size"] == 2
+    single, ddp = read_metrics(done(ddp_evaluated[name])), read_metrics(run)
+    assert math.isfinite(single[ZOO[name].test_metric])
+    assert ZOO[name].ddp_exact or ZOO[name].ddp_rounded
+    for metric in ZOO[name].ddp_exact:
+        assert ddp[metric] == single[metric], metric
+    for metric in ZOO[name].ddp_rounded:
+        one, two = single[metric], ddp[metric]
         assert abs(one - two) <= 1e-6 * abs(one), (metric, one, two)
-    unsynced = ddp["metric_sum"]["test_loss_unsynced"]
-    assert abs(unsynced - single["metric_sum"]["test_loss"]) > 1e-4  # one rank's 12 samples
+
+
+def test_a_value_logged_without_sync_dist_is_rank_zeros(
+    ddp_runs: dict[str, Outcome], ddp_evaluated: dict[str, Outcome]
+) -> None:
+    single = read_metrics(done(ddp_evaluated["metric_sum"]))
+    unsynced = read_metrics(done(ddp_runs["metric_sum"]))["test_loss_unsynced"]
+    assert abs(unsynced - single["test_loss"]) > 1e-4  # one rank's 12 samples
 
 
 @pytest.mark.parametrize("name", ["dropout_noise", "accumulate"])
 def test_kill_9_and_resume_in_one_process_ends_bit_identical(
-    zoo_runs: dict[str, Path], tmp_path: Path, name: str
+    zoo_runs: dict[str, Outcome], tmp_path: Path, name: str
 ) -> None:
     """dropout_noise draws random numbers in its step (dropout, torch.randn) from a DataLoader
     without a generator; accumulate counts one optimizer step every two batches (the CSV's
     step is the loggers' own)."""
+    reference = done(zoo_runs[name])
     run = tmp_path / "run"
     every, saved = kill_9_and_resume(name, run)
     assert saved["global_step"] % every == 0 and saved["epoch"] == 1
     assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] > 0
-    assert_same_run(run, zoo_runs[name])
+    assert_same_run(run, reference)
 
 
 @pytest.mark.exhaustive  # ddp_spawn's pickling: test_any_module.py; its sweep: test_zoo_exhaustive.py

@@ -22,9 +22,11 @@ from .zoo_contract import (
     SPAWN,
     TIMEOUT,
     ZOO,
+    Outcome,
     assert_same_run,
     assert_the_benchmark_times,
     best_checkpoint,
+    done,
     kill_9_and_resume,
     sweep,
     sweep_key,
@@ -47,12 +49,12 @@ def by_setting(names: list[str], processes: int) -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def one(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def one(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     return train_zoo(tmp_path_factory.mktemp("zoo") / "one", list(ZOO))
 
 
 @pytest.fixture(scope="module")
-def two(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def two(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     root, runs = tmp_path_factory.mktemp("zoo"), {}
     for index, names in enumerate(by_setting(list(ZOO), 2)):
         runs.update(train_zoo(root / f"ddp{index}", names, processes=2))
@@ -61,9 +63,9 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("name", list(ZOO))
 def test_ddp_test_metrics_equal_a_one_process_eval_of_the_checkpoint(
-    two: dict[str, Path], tmp_path: Path, name: str
+    two: dict[str, Outcome], tmp_path: Path, name: str
 ) -> None:
-    run = two[name]
+    run = done(two[name])
     assert json.loads((run / "run_info.json").read_text())["world_size"] == 2
     result = run_entry(
         "eval",
@@ -81,26 +83,28 @@ def test_ddp_test_metrics_equal_a_one_process_eval_of_the_checkpoint(
         assert abs(ddp[metric] - single[metric]) <= FLOAT_SUM_BOUND * abs(single[metric]), metric
 
 
-def test_dp_trains_every_module_like_one_process(one: dict[str, Path], tmp_path: Path) -> None:
+def test_dp_trains_every_module_like_one_process(one: dict[str, Outcome], tmp_path: Path) -> None:
     names = list(ZOO)
     jobs = sweep(
         "train",
         tmp_path,
-        {"experiment": [f"zoo_{n}" for n in names]},
+        "experiment",
+        [f"zoo_{n}" for n in names],
         *SEEDED,
         "callbacks.last_checkpoint.every_n_train_steps=5",
         "trainer.strategy=dp",
         "trainer.devices=2",
+        made="metrics.json",
     )
     for name, job in zip(names, jobs, strict=True):
-        assert read_metrics(job) == read_metrics(one[name]), name
+        assert read_metrics(done(job)) == read_metrics(done(one[name])), name
 
 
 @pytest.mark.parametrize("name", list(ZOO))
 def test_eval_and_predict_exactly_as_the_readme_writes_them(
-    one: dict[str, Path], tmp_path: Path, name: str
+    one: dict[str, Outcome], tmp_path: Path, name: str
 ) -> None:
-    best = best_checkpoint(one[name])
+    best = best_checkpoint(done(one[name]))
     result = run_entry("eval", f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 'eval'}")
     assert result.returncode == 0, result.stderr[-3000:]
     metric = ZOO[name].test_metric
@@ -115,23 +119,27 @@ def test_eval_and_predict_exactly_as_the_readme_writes_them(
         return
     assert result.returncode == 0, result.stderr[-3000:]
     header, *rows = (tmp_path / "predict" / "predictions.csv").read_text().splitlines()
-    assert header == ZOO[name].predict_header and len(rows) == 23
+    assert header == ZOO[name].predict_header and len(rows) == ZOO[name].predict_rows
 
 
 @pytest.mark.parametrize("name", list(ZOO))
-def test_kill_9_and_resume_in_one_process(one: dict[str, Path], tmp_path: Path, name: str) -> None:
+def test_kill_9_and_resume_in_one_process(
+    one: dict[str, Outcome], tmp_path: Path, name: str
+) -> None:
+    reference = done(one[name])
     every, saved = kill_9_and_resume(name, tmp_path / "run")
     assert saved["global_step"] % every == 0 and saved["epoch"] == 1
-    assert_same_run(tmp_path / "run", one[name])
+    assert_same_run(tmp_path / "run", reference)
 
 
 @pytest.mark.parametrize("name", list(ZOO))
 def test_kill_9_and_resume_in_two_processes(
-    two: dict[str, Path], tmp_path: Path, name: str
+    two: dict[str, Outcome], tmp_path: Path, name: str
 ) -> None:
+    reference = done(two[name])
     every, saved = kill_9_and_resume(name, tmp_path / "run", processes=2)
     assert saved["global_step"] % every == 0 and saved["epoch"] == 1
-    assert_same_run(tmp_path / "run", two[name])
+    assert_same_run(tmp_path / "run", reference)
 
 
 @pytest.mark.parametrize("name", list(ZOO))
@@ -142,8 +150,10 @@ def test_the_benchmark_times_every_module(
 
 
 def test_ddp_spawn_in_a_sweep_of_two_jobs_with_their_tests(tmp_path: Path) -> None:
-    jobs = sweep("train", tmp_path, {"model.lr": ["0.02", "0.05"]}, *ON_CPU, *SPAWN)
-    for job in jobs:
+    jobs = sweep(
+        "train", tmp_path, "model.lr", ["0.02", "0.05"], *ON_CPU, *SPAWN, made="metrics.json"
+    )
+    for job in map(done, jobs):
         assert json.loads((job / "run_info.json").read_text())["world_size"] == 2
         assert 0 < read_metrics(job)["test_acc"] <= 1
 

@@ -3,14 +3,16 @@ each module of `tests/machinery/zoo/` logs, plots and predicts, and the runs tha
 
 Every run of a module uses the same seeded, deterministic settings, so one run in one process
 is the reference that a killed-and-resumed run must equal bit for bit, and the checkpoint
-that eval.py and predict.py read. Runs of several modules go through one process where they
-can (a `-m` sweep over `experiment=zoo_<name>`), as a team sweeps its own experiments.
+that eval.py, predict.py, serve.py and export.py read. Runs of several modules go through one
+process where they can (a `-m` sweep over `experiment=zoo_<name>`), as a team sweeps its own
+experiments; a module whose job fails fails its own tests only (`Failed`), the others go on.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,10 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
-from .helpers import ROOT, SEARCH_MACHINERY_CONFIGS, clean_env, pinned, read_metrics, run_entry
+from .helpers import (
+    ROOT,
+    SEARCH_MACHINERY_CONFIGS,
+    clean_env,
+    compose_config,
+    pinned,
+    read_metrics,
+    run_entry,
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,8 @@ class Zoo:
     # A GAN toggling its two optimizers leaves parameters out of each loss: DDP must be told
     # (`trainer.strategy=ddp` stops at its first step saying so).
     ddp_strategy: str = "ddp"
+    # Rows of predict.py's CSV for the test split: each sample of each test loader once.
+    predict_rows: int = 23
 
 
 CLASSES3 = "index,target,output_0,output_1,output_2"
@@ -140,7 +153,39 @@ ZOO: dict[str, Zoo] = {
         resume_one=(5, 6),  # one optimizer step every two batches
         resume_two=(3, 4),
     ),
+    # What teams moving in from lightning-hydra-template bring (LHT_TEAMS, below).
+    "lht": Zoo(
+        "test/acc",
+        frozenset({"train/loss", "train/acc", "val/loss", "val/acc", "val/acc_best"}),
+        "confusion_matrix.png",
+        "index,target," + ",".join(f"output_{k}" for k in range(10)),
+        resume_two=(5, 12),  # its data module splits the batch across processes: 8 steps an epoch
+        ddp_exact=("test/acc",),  # test/loss: a MeanMetric of batch means, batches of 4 under DDP
+    ),
+    "one_cycle": Zoo(
+        "test_acc",
+        frozenset({"train_loss", "val_loss", "val_acc"}),
+        "confusion_matrix.png",
+        CLASSES3,
+        ddp_exact=ACC,
+    ),
+    "two_test_loaders": Zoo(
+        "test_acc/dataloader_idx_0",
+        frozenset({"train_loss", "val_acc"}),
+        "confusion_matrix.png",
+        CLASSES3,  # its predict_step's probabilities
+        ddp_exact=("test_acc/dataloader_idx_0", "test_acc/dataloader_idx_1"),
+        predict_rows=46,
+    ),
 }
+# Teams moving in from lightning-hydra-template (issue 34): its module (net, `_partial_`
+# optimizer and scheduler from Hydra, list hyperparameters, files under data_dir), the docs'
+# OneCycleLR sized by `self.trainer.estimated_stepping_batches`, several test loaders. Every
+# contract runs on these in the slow tier (test_zoo_lht.py); on the others each mode runs once
+# there, on the module it was broken for (test_zoo.py), and everywhere in the exhaustive tier.
+LHT_TEAMS = ["lht", "one_cycle", "two_test_loaders"]
+# The Lightning docs' patterns (test_zoo.py; LHT_TEAMS: test_zoo_lht.py).
+DOCS_PATTERNS = [name for name in ZOO if name not in LHT_TEAMS]
 # 64 training samples in batches of 8: 8 steps an epoch in one process, 4 in each of two.
 SEEDED = [
     SEARCH_MACHINERY_CONFIGS,
@@ -178,26 +223,89 @@ def seeded(name: str, processes: int = 1) -> list[str]:
     return overrides
 
 
-def sweep(script: str, sweep_dir: Path, values: dict[str, list[str]], *common: str) -> list[Path]:
-    """``python <script>.py -m key=v1,v2,... <common>``: one process, one job a value; the
-    job directories in the order of the values."""
-    swept = [f"{key}={','.join(choices)}" for key, choices in values.items()]
-    result = run_entry(
-        script, "-m", *common, *swept, f"hydra.sweep.dir={sweep_dir}", timeout=TIMEOUT
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    jobs = len(next(iter(values.values())))
-    return [sweep_dir / str(number) for number in range(jobs)]
+@dataclass(frozen=True)
+class Failed:
+    """A job that did not leave what it should have: why, as its command printed it."""
+
+    output: str
 
 
-def train_zoo(sweep_dir: Path, names: list[str], processes: int = 1) -> dict[str, Path]:
+Outcome = Path | Failed
+
+
+def done(outcome: Outcome) -> Path:
+    """The job's directory; the test fails with the job's own error where it failed."""
+    if isinstance(outcome, Failed):
+        pytest.fail(outcome.output, pytrace=False)
+    return outcome
+
+
+def sweep(
+    script: str, sweep_dir: Path, key: str, choices: list[str], *common: str, made: str
+) -> list[Outcome]:
+    """``python <script>.py -m <common> key=c1,c2,...``: one process, one job a choice; each
+    job's directory, in the order of the choices, where it wrote ``made``. A job that did not
+    is `Failed` with its error (Hydra goes on to the next job after a failing one; after a job
+    that exits, a bad input's exit status, the jobs left are swept again)."""
+    outcomes: list[Outcome] = []
+    while len(outcomes) < len(choices):
+        rest = choices[len(outcomes) :]
+        folder = (
+            sweep_dir if not outcomes else sweep_dir.with_name(f"{sweep_dir.name}+{len(outcomes)}")
+        )
+        result = run_entry(
+            script, "-m", *common, f"{key}={','.join(rest)}", f"hydra.sweep.dir={folder}",
+            timeout=TIMEOUT,
+        )  # fmt: skip
+        started = len(re.findall(r"\t#\d+ : ", result.stdout))  # Hydra's line as a job starts
+        if not started:
+            return [*outcomes, *[Failed(tail(result))] * len(rest)]
+        for number, choice in enumerate(rest[:started]):
+            job = folder / str(number)
+            ok = (job / made).is_file()
+            outcomes.append(job if ok else Failed(job_error(result, f"{key}={choice}")))
+    return outcomes
+
+
+def tail(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout[-2000:] + result.stderr[-4000:]
+
+
+def job_error(result: subprocess.CompletedProcess[str], override: str) -> str:
+    """What a sweep printed about its job with ``override``: Hydra's report of the job's
+    error, or the end of the sweep's output (a job that exits prints its one paragraph last)."""
+    for report in result.stderr.split("Error executing job with overrides: ")[1:]:
+        if f"'{override}'" in report.split("\n", 1)[0]:
+            return f"{override}: {report[-4000:]}"
+    return f"{override}: {tail(result)}"
+
+
+def train_zoo(sweep_dir: Path, names: list[str], processes: int = 1) -> dict[str, Outcome]:
     """Each named module trained with its seeded settings (the same `every_n_train_steps`
     and strategy for all of them), in one `-m` sweep; their run directories."""
     assert len({sweep_key(n, processes) for n in names}) == 1, "one sweep, one setting"
     common = [*seeded(names[0], processes)]
     common.remove(experiment(names[0]))
-    runs = sweep("train", sweep_dir, {"experiment": [f"zoo_{n}" for n in names]}, *common)
+    runs = sweep(
+        "train", sweep_dir, "experiment", [f"zoo_{n}" for n in names], *common, made="metrics.json"
+    )
     return dict(zip(names, runs, strict=True))
+
+
+def sweep_checkpoints(
+    script: str, sweep_dir: Path, runs: dict[str, Outcome], *common: str, made: str
+) -> dict[str, Outcome]:
+    """``python <script>.py -m ckpt_path=<each run's best checkpoint>`` as the README writes
+    it (no model=, data= nor search path): each module's job. A run that failed fails here
+    too."""
+    trained = {name: run for name, run in runs.items() if not isinstance(run, Failed)}
+    checkpoints = [str(best_checkpoint(run)) for run in trained.values()]
+    jobs = sweep(script, sweep_dir, "ckpt_path", checkpoints, *common, made=made) if trained else []
+    swept: dict[str, Outcome] = dict(zip(trained, jobs, strict=True))
+    return {
+        name: Failed(f"not trained: {run.output}") if isinstance(run, Failed) else swept[name]
+        for name, run in runs.items()
+    }
 
 
 def sweep_key(name: str, processes: int) -> tuple[int, str]:
@@ -207,7 +315,9 @@ def sweep_key(name: str, processes: int) -> tuple[int, str]:
 
 
 def checkpoint(run_dir: Path, name: str = "last.ckpt") -> dict[str, Any]:
-    return torch.load(run_dir / "checkpoints" / name, weights_only=True)
+    """A checkpoint the test's own run just wrote, whole: how the template's commands read
+    checkpoints (eval, predict, resume, serve, export) is what the contracts check."""
+    return torch.load(run_dir / "checkpoints" / name, weights_only=False)
 
 
 def best_checkpoint(run_dir: Path) -> Path:
@@ -288,3 +398,62 @@ def assert_the_benchmark_times(name: str, out: Path, capsys: pytest.CaptureFixtu
     result = json.loads((out / "bench_custom_cpu.json").read_text())
     assert capsys.readouterr().out.strip().splitlines()[-1] == f"ratio {result['ratio']:.3f}"
     assert all(m["median"] > 0 for m in result["methods"].values()), result["methods"]
+
+
+def inputs_of_the_test_split(name: str, tmp_path: Path) -> np.ndarray:
+    """The inputs of the module's test loader (its first, where it has several), in order, as
+    its data module gives them."""
+    from hydra.utils import instantiate
+
+    cfg = compose_config([SEARCH_MACHINERY_CONFIGS, experiment(name)], tmp_path)
+    data = instantiate(cfg.data)
+    data.prepare_data()
+    data.setup("test")
+    loaders = data.test_dataloader()
+    loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
+    return torch.cat([batch[0] for batch in loader]).numpy()
+
+
+def assert_served_answers_equal_predict_py(
+    name: str, run: Path, predictions: Path, tmp_path: Path
+) -> None:
+    """`python serve.py ckpt_path=<best>` as the README writes it: its answer to the test
+    inputs, sent in one request, is what predict.py wrote for the same samples."""
+    from .serving import serving
+
+    inputs = inputs_of_the_test_split(name, tmp_path)
+    header, *rows = predictions.read_text().splitlines()
+    columns = header.split(",")
+    written = {
+        c: [float(row.split(",")[columns.index(c)]) for row in rows[: len(inputs)]] for c in columns
+    }
+    checkpoint = best_checkpoint(run)
+    with serving(f"ckpt_path={checkpoint}", f"hydra.run.dir={tmp_path / 'serve'}") as server:
+        status, answer = server.predict({"inputs": inputs.tolist()})
+    assert status == 200, answer
+    for key, values in answer.items():
+        served = np.array(values, dtype=np.float64).reshape(len(inputs), -1)
+        width = served.shape[1]
+        names = [key] if width == 1 else [f"{key}_{k}" for k in range(width)]
+        assert set(names) <= set(columns), (names, header)
+        expected = np.array([written[c] for c in names]).T
+        assert np.abs(served - expected).max() <= 2e-6, key  # predict.py writes 6 decimals
+
+
+def assert_exported_onnx_matches(name: str, run: Path, tmp_path: Path) -> None:
+    """`python export.py ckpt_path=<best> format=onnx` as the README writes it: one ONNX file
+    that ONNX Runtime, on the test inputs, finds equal to PyTorch (export.yaml's bound)."""
+    result = run_entry(
+        "export",
+        f"ckpt_path={best_checkpoint(run)}",
+        "format=onnx",
+        f"hydra.run.dir={tmp_path}",
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, tail(result)
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"Wrote {tmp_path / 'model.onnx'}: "), last
+    checked = re.search(r"on the (\d+) inputs of the test split.*max abs difference (\S+)\.$", last)
+    assert checked, last
+    assert int(checked[1]) in {23, ZOO[name].predict_rows}, last  # each test input once
+    assert float(checked[2]) <= 1e-5, last

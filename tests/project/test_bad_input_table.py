@@ -1,6 +1,7 @@
 """The bad-input table, as a user of this project meets it (its configs: the examples' options
-and keys): every mistake below is one paragraph on stderr, exit status 2, no
-traceback, and nothing written (no new directory under the log folder).
+and keys, the example named on every training command, whatever the project's defaults): every
+mistake below is one paragraph on stderr, exit status 2, no traceback, and nothing written (no
+new directory under the log folder).
 
 The table runs each case through the entry point's own `main` in this process, with the
 command line in `sys.argv`: the same code path as `python train.py ...` (Hydra, the checks,
@@ -25,6 +26,7 @@ from my_project.machinery.run import evaluate, predict, train
 
 from ..machinery.helpers import LOG_DIR_VAR, clean_env, pinned, run_entry
 from ..machinery.test_build_refusals import CASES as MACHINERY_CASES
+from .example import TRAIN_CLASSIFIER
 
 SECRET = "Zq9Xy7Q"  # 7 characters: short secrets are masked by their key's name
 
@@ -40,7 +42,7 @@ CASES: list[tuple[str, str, str, str]] = [
     ("unknown search", "train", "-m hparams_search=mpl", "Did you mean `hparams_search=mlp`?"),
     ("unknown debug option", "train", "debug=default", "the config group `debug` has no option"),
     ("unknown net", "train", "model/net=transformer", "Its options: cnn, mlp"),
-    ("unknown data", "train", "data=imagenet", "Its options: diabetes, digits, mnist, synthetic"),
+    ("unknown data", "train", "data=imagenet", "Its options: diabetes, digits"),
     ("unknown logger", "train", "logger=wandbb", "Did you mean `logger=wandb`?"),
     (
         "misspelt group",
@@ -393,7 +395,8 @@ MAINS: dict[str, Callable[[], None]] = {
 def cnn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run of the CNN, one short epoch: the run directory the cases read."""
     run_dir = tmp_path_factory.mktemp("cnn") / "run"
-    args = ["model/net=cnn", "trainer.max_epochs=1", "+trainer.limit_train_batches=3"]
+    args = [*TRAIN_CLASSIFIER, "model/net=cnn", "trainer.max_epochs=1"]
+    args.append("+trainer.limit_train_batches=3")
     with pytest.MonkeyPatch.context() as monkeypatch:
         code, err = run_in_process(
             "train", [*args, "logger=csv", f"hydra.run.dir={run_dir}"], run_dir.parent, monkeypatch
@@ -439,13 +442,22 @@ def overrides(case: str, places: dict[str, Path]) -> list[str]:
     return case.format(**{k: str(v) for k, v in places.items()}).split()
 
 
+def naming_the_example(script: str, args: list[str]) -> list[str]:
+    """A training command's ``args`` plus the example's model, data and metric names that they
+    do not set themselves. eval and predict, and a resume, take the checkpoint's run's."""
+    if script != "train" or any(a.startswith("resume=") for a in args):
+        return args
+    named = {a.lstrip("+~").split("=", 1)[0] for a in args}
+    return [*args, *(o for o in TRAIN_CLASSIFIER if o.split("=", 1)[0] not in named)]
+
+
 def run_in_process(
     script: str, args: list[str], log_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[int, str]:
     """`python <script>.py <args>` through the entry point's `main`, in this process: exit
     status and stderr."""
     monkeypatch.setenv(LOG_DIR_VAR, str(log_dir))
-    monkeypatch.setattr(sys, "argv", [f"{script}.py", *pinned(args)])
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", *pinned(naming_the_example(script, args))])
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
@@ -518,7 +530,9 @@ def test_bad_input_from_a_real_command_line(
     script: str, case: str, expected: str, places: dict[str, Path]
 ) -> None:
     result = run_entry(
-        script, *overrides(case, places), env=clean_env(**{LOG_DIR_VAR: str(places["logs"])})
+        script,
+        *naming_the_example(script, overrides(case, places)),
+        env=clean_env(**{LOG_DIR_VAR: str(places["logs"])}),
     )
     assert_one_paragraph_error(result.returncode, result.stderr, expected)
     assert not places["logs"].exists(), sorted(places["logs"].rglob("*"))
@@ -644,7 +658,11 @@ def test_bad_input_with_its_environment_from_a_real_command_line(
     work = tmp_path / "work"
     work.mkdir()
     result = run_entry(
-        "train", *args, cwd=work, timeout=180, env=clean_env(**{LOG_DIR_VAR: str(logs), **env})
+        "train",
+        *naming_the_example("train", args),
+        cwd=work,
+        timeout=180,
+        env=clean_env(**{LOG_DIR_VAR: str(logs), **env}),
     )
     assert_one_paragraph_error(result.returncode, result.stderr, expected)
     assert "credentials found but" not in result.stderr  # WANDB_MODE=online said so

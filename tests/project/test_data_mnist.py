@@ -20,6 +20,7 @@ from my_project.machinery.errors import report_user_errors
 from my_project.machinery.run.train import train
 
 from ..machinery.helpers import FAST, compose_config
+from .example import METRICS
 
 
 def write_fake_mnist(
@@ -117,7 +118,8 @@ def train_in_process(overrides: list[str], output_dir: Path, capsys) -> tuple[in
 
 def test_missing_data_directory_says_where_the_files_should_be(tmp_path: Path, capsys) -> None:
     missing = tmp_path / "nowhere"
-    overrides = [*FAST, "data=mnist", "data.download=false", f"data.data_dir={missing}"]
+    overrides = [*FAST, *METRICS, "model=classifier", "data=mnist", "data.download=false"]
+    overrides.append(f"data.data_dir={missing}")
     code, err = train_in_process(overrides, tmp_path / "run", capsys)
     assert code == 2 and f"is missing from {missing}" in err and "data.download=true" in err
 
@@ -127,6 +129,7 @@ def test_corrupted_idx_file_is_a_clean_error(tmp_path: Path, capsys) -> None:
     write_fake_mnist(mnist_dir)
     images = mnist_dir / "train-images-idx3-ubyte.gz"
     images.write_bytes(images.read_bytes()[:-200])
-    overrides = [*FAST, "data=mnist", "data.download=false", f"data.data_dir={mnist_dir}"]
+    overrides = [*FAST, *METRICS, "model=classifier", "data=mnist", "data.download=false"]
+    overrides.append(f"data.data_dir={mnist_dir}")
     code, err = train_in_process(overrides, tmp_path / "run", capsys)
     assert code == 2 and "train-images-idx3-ubyte.gz: cannot be read as gzip IDX" in err

@@ -14,11 +14,12 @@ from my_project.machinery.run.build import model_for_data
 from my_project.models.classifier import ImageClassifier
 
 from ..machinery.helpers import compose_config
+from .example import CLASSIFIER
 
 
 def build_model(tmp_path: Path, *overrides: str) -> ImageClassifier:
     """The classifier as train.py builds it: its config plus what the digits data offers."""
-    return model_for_data(compose_config(list(overrides), tmp_path), DigitsDataModule())
+    return model_for_data(compose_config([*CLASSIFIER, *overrides], tmp_path), DigitsDataModule())
 
 
 def metrics_of(model: torch.nn.Module) -> dict[str, Metric]:

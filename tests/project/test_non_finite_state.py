@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ..machinery.helpers import run_entry
+from .example import TRAIN_CLASSIFIER
 
 
 def all_finite(data: object) -> bool:
@@ -28,6 +29,7 @@ def test_a_non_finite_stop_keeps_a_finite_checkpoint_that_a_resume_goes_on_from(
     run_dir = tmp_path / "run"
     result = run_entry(
         "train",
+        *TRAIN_CLASSIFIER,
         "logger=csv",
         "model.lr=3e4",
         "callbacks.last_checkpoint.every_n_train_steps=5",

@@ -14,6 +14,7 @@ from my_project.machinery.errors import UserError
 from my_project.machinery.run.predict import load_inputs
 
 from ..machinery.helpers import FAST, read_metrics, run_entry
+from .example import TRAIN_CLASSIFIER
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -29,7 +30,7 @@ def probabilities(rows: list[dict[str, str]]) -> np.ndarray:
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A short real training run and its best checkpoint."""
     run_dir = tmp_path_factory.mktemp("predict_train")
-    result = run_entry("train", *FAST, "logger=none", f"hydra.run.dir={run_dir}")
+    result = run_entry("train", *TRAIN_CLASSIFIER, *FAST, "logger=none", f"hydra.run.dir={run_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir, next((run_dir / "checkpoints").glob("epoch_*.ckpt"))
 

@@ -14,8 +14,10 @@ import pytest
 import torch
 
 from ..machinery.helpers import read_metrics, run_entry
+from .example import TRAIN_CLASSIFIER
 
 RUN = [
+    *TRAIN_CLASSIFIER,
     "logger=csv",
     "trainer.deterministic=true",
     "seed=7",

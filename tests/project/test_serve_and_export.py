@@ -21,10 +21,11 @@ from my_project.models.regressor import TabularRegressor
 
 from ..machinery.helpers import ROOT, run_entry
 from ..machinery.serving import serving
+from .example import TRAIN_CLASSIFIER
 
 EXAMPLES = {
-    "mlp": ([], DigitsDataModule, ImageClassifier),
-    "cnn": (["model/net=cnn"], DigitsDataModule, ImageClassifier),
+    "mlp": (TRAIN_CLASSIFIER, DigitsDataModule, ImageClassifier),
+    "cnn": ([*TRAIN_CLASSIFIER, "model/net=cnn"], DigitsDataModule, ImageClassifier),
     "diabetes": (["experiment=diabetes"], DiabetesDataModule, TabularRegressor),
 }
 # The CNN's export is the MLP's with convolutions: a long repetition, for `make test-all`.

@@ -14,11 +14,12 @@ from my_project.machinery.run.build import instantiate_group, model_for_data
 
 from ..machinery.helpers import compose_config
 from ..machinery.host_syncs import CountHostSyncsInSteps
+from .example import CLASSIFIER, TRAIN_CLASSIFIER
 
 
 def test_the_classifiers_training_steps_make_no_host_sync(tmp_path: Path) -> None:
     """No `.item()`, no torchmetrics input check (`torch.unique`), no `self.log` per step."""
-    cfg = compose_config(["logger=none"], tmp_path)
+    cfg = compose_config([*TRAIN_CLASSIFIER, "logger=none"], tmp_path)
     watch = CountHostSyncsInSteps()
     trainer = Trainer(
         max_epochs=1,
@@ -39,7 +40,7 @@ def test_the_classifiers_training_steps_make_no_host_sync(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_compiled_model_keeps_checkpoint_keys(tmp_path: Path) -> None:
     def build(compile_: bool):
-        cfg = compose_config([f"model.compile={str(compile_).lower()}"], tmp_path)
+        cfg = compose_config([*CLASSIFIER, f"model.compile={str(compile_).lower()}"], tmp_path)
         return model_for_data(cfg, DigitsDataModule())
 
     compiled, plain = build(True), build(False)
@@ -58,6 +59,7 @@ def test_bench_workloads_of_the_example_run(
         [
             "--workload", workload, "--device", "cpu", "--steps", "3", "--warmup", "1",
             "--repeats", "1", "--out", str(tmp_path), "data.num_samples=300" if workload == "cnn" else "seed=1",
+            "model=classifier",  # the workloads' network is the classifier's
         ]
     )  # fmt: skip
     result = json.loads((tmp_path / f"bench_{workload}_cpu.json").read_text())

@@ -1,4 +1,5 @@
-"""End to end: `python train.py` trains to >=95% on digits, writes its outputs, resumes, evaluates."""
+"""End to end: `python train.py` of the example (the project's defaults as generated) trains to
+>=95% on digits, writes its outputs, resumes, evaluates."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import pytest
 import torch
 
 from ..machinery.helpers import FAST, read_metrics, run_entry
+from .example import TRAIN_CLASSIFIER
 
 
 @pytest.fixture(scope="module")
 def default_training(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """One real run with the default config (all epochs), shared by the tests below: its run
-    directory and what it printed on stderr."""
+    """One real run of the example with its default settings (all epochs), shared by the
+    tests below: its run directory and what it printed on stderr."""
     run_dir = tmp_path_factory.mktemp("default_run")
-    result = run_entry("train", f"hydra.run.dir={run_dir}", "logger=csv")
+    result = run_entry("train", *TRAIN_CLASSIFIER, f"hydra.run.dir={run_dir}", "logger=csv")
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir, result.stderr
 
@@ -83,13 +85,18 @@ def test_eval_of_the_best_checkpoint_gives_the_same_test_accuracy(
 @pytest.mark.slow
 def test_resume_from_last_checkpoint_ends_at_the_requested_epoch(tmp_path: Path) -> None:
     first, resumed = tmp_path / "first", tmp_path / "resumed"
-    result = run_entry("train", *FAST, "test=false", f"hydra.run.dir={first}")
+    result = run_entry("train", *TRAIN_CLASSIFIER, *FAST, "test=false", f"hydra.run.dir={first}")
     assert result.returncode == 0, result.stderr[-3000:]
     last = first / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["epoch"] == 1
 
     result = run_entry(
-        "train", *FAST, "trainer.max_epochs=4", f"ckpt_path={last}", f"hydra.run.dir={resumed}"
+        "train",
+        *TRAIN_CLASSIFIER,
+        *FAST,
+        "trainer.max_epochs=4",
+        f"ckpt_path={last}",
+        f"hydra.run.dir={resumed}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 3
