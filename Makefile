@@ -26,8 +26,6 @@ INSTALLED := $(VENV)/.installed
 # made once per file); `make test WORKERS=0` runs everything in one process.
 WORKERS ?= auto
 PYTEST := $(PYTHON) -m pytest -n $(WORKERS) --dist loadfile
-# import-linter has no `python -m` form; this runs its `lint-imports` command with $(PYTHON).
-LINT_IMPORTS := $(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
 
 .PHONY: help install lock hooks train test test-fast test-all test-floors lint format bench update clean
 
@@ -72,15 +70,22 @@ $(FLOORS)/.installed: pyproject.toml | $(INSTALLED)
 		--torch-build "$(TORCH_BUILD)" --torch-index "$(TORCH_INDEX)"
 	@touch $@
 
-test-floors: $(FLOORS)/.installed  ## the fast tier on the lowest versions pyproject.toml allows
+test-floors: $(FLOORS)/.installed  ## the fast tier and lint on the lowest versions pyproject.toml allows
 	$(FLOORS)/bin/python -m pytest -n $(WORKERS) --dist loadfile \
 		-m "not slow and not soak and not exhaustive" $(ARGS)
+	$(call lint_with,$(FLOORS)/bin/python,--cache-dir $(FLOORS)/.mypy_cache)
 
 lint: $(INSTALLED)  ## ruff lint, ruff format check, mypy, import layers (what CI runs)
-	$(PYTHON) -m ruff check .
-	$(PYTHON) -m ruff format --check .
-	$(PYTHON) -m mypy
-	$(LINT_IMPORTS) --no-cache
+	$(call lint_with,$(PYTHON))
+
+# make lint's checks, by the Python $(1) and its environment's tools; $(2): mypy's options.
+# import-linter has no `python -m` form: its `lint-imports` command, run by that Python.
+define lint_with
+	$(1) -m ruff check .
+	$(1) -m ruff format --check .
+	$(1) -m mypy $(2)
+	$(1) -c "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())" --no-cache
+endef
 
 format: $(INSTALLED)  ## let ruff fix what it can and format the code
 	$(PYTHON) -m ruff check --fix .

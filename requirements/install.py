@@ -261,7 +261,7 @@ def install(
     steps.end()
 
     steps.begin("This project, editable (src/ is imported from here), and `pip check`")
-    steps.run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", ".")
+    steps.run(python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", ".")
     steps.run(python, "-m", "pip", "check")
     steps.end()
     if not dry_run:

@@ -120,9 +120,9 @@ def test_a_package_whose_hash_does_not_match_the_lock_is_refused(tmp_path: Path)
     assert accepted.returncode == 0, accepted.stderr[-2000:]
 
 
-def dry_run(target: str, venv: Path) -> str:
+def dry_run(target: str, venv: Path, *variables: str) -> str:
     result = subprocess.run(
-        ["make", "--dry-run", target, f"VENV={venv}"],
+        ["make", "--dry-run", target, f"VENV={venv}", *variables],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -186,7 +186,7 @@ def test_the_install_says_each_step_with_its_size_and_runs_pip_with_its_progress
     assert [c.split(" -m pip ")[-1] for c in commands if " -m pip " in c] == [
         "install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu",
         "install --require-hashes --no-deps -r requirements/lock.txt",
-        "install -q --no-deps --no-build-isolation -e .",
+        "install --no-deps --no-build-isolation -e .",
         "check",
     ]
     assert commands[0].endswith(f"-m venv {VENV}")
@@ -324,6 +324,56 @@ def test_a_real_install_falls_back_within_seconds_and_shows_pips_progress(tmp_pa
     assert seconds < 30, torch_step
     assert re.search(r"==> Installed in \d+ s; .*venv is [\d.]+ [MG]B\.", out)
     print(f"install into a layered environment: {time.monotonic() - start:.0f} s")
+
+
+def floors_module() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "requirements"))
+    try:
+        spec = importlib.util.spec_from_file_location("floors", ROOT / "requirements" / "floors.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "requirements"))
+    return module
+
+
+@needs_make
+def test_the_floors_are_the_lowest_direct_versions_in_an_environment_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """`make test-floors`: uv resolves pyproject.toml's every extra at the lowest versions it
+    names, without torch, into `.venv-floors` (git-ignored), then runs the fast tier there."""
+    floors = floors_module()
+    command = floors.compile_command(Path("uv"), Path("f/bin/python"), Path("f/floors.txt"))
+    joined = " ".join(command)
+    assert "pip compile pyproject.toml --all-extras --resolution lowest-direct" in joined
+    assert "--overrides requirements/without-torch.txt --no-emit-package torch" in joined
+    assert "--generate-hashes" in joined
+    floors_dir = tmp_path / "floors"
+    plan = dry_run("test-floors", tmp_path / "venv", f"FLOORS={floors_dir}")
+    assert f"rm -rf {floors_dir}\n" in plan and f"requirements/floors.py {floors_dir} " in plan
+    assert f"{floors_dir}/bin/python -m pytest -n auto --dist loadfile \\\n" in plan
+    assert '-m "not slow and not soak and not exhaustive"' in plan
+    assert f"{floors_dir}/bin/python -m ruff check ." in plan  # and make lint's other checks
+    assert f"{floors_dir}/bin/python -m mypy --cache-dir {floors_dir}/.mypy_cache" in plan
+    # by default a folder of its own, which git ignores
+    assert "FLOORS ?= .venv-floors\n" in (ROOT / "Makefile").read_text()
+    assert ".venv-floors/" in (ROOT / ".gitignore").read_text().splitlines()
+    all_tiers = dry_run("test-all", tmp_path / "venv", f"FLOORS={floors_dir}")
+    assert "test-floors ARGS=" in all_tiers
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the CPU build's own index is Linux's")
+def test_the_floors_keep_the_main_torch_where_no_old_cpu_build_can_be_had() -> None:
+    floors = floors_module()
+    floor = floors.torch_floor(lock_module().declared())
+    assert floor and floor.startswith("torch==")
+    kept, why = floors.floor_torch("torch==2.13.0", "cpu", "", probe=lambda url: "no route")
+    assert kept == "torch==2.13.0"
+    assert "cannot be reached (no route)" in why and f"not its floor {floor}" in why
+    taken, why = floors.floor_torch("torch==2.13.0", "cpu", "", probe=lambda url: None)
+    assert taken == floor and "the floor of pyproject.toml's range" in why
 
 
 def test_ci_runs_the_readme_commands() -> None:
