@@ -39,8 +39,11 @@ def main() -> int:
         for line in str(err).splitlines():
             print(f"ERROR: {line}", file=sys.stderr)
         return 1
-    # PWD: the folder the shell started cookiecutter in (this process runs in the project's)
-    print(next_steps(ANSWERS, Path.cwd(), os.environ.get("PWD")))
+    # Only where cookiecutter itself ran (it alone records `_output_dir`): cruft also renders
+    # into a temporary folder for `cruft update` and `diff`, where a "cd there" would mislead.
+    # PWD: the folder the shell started cookiecutter in (this process runs in the project's).
+    if "_output_dir" in ANSWERS:
+        print(next_steps(ANSWERS, Path.cwd(), os.environ.get("PWD")))
     return 0
 
 
