@@ -17,6 +17,7 @@ Standard library only: it runs under the machine's Python before anything is ins
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import re
@@ -126,12 +127,14 @@ def disk_size(path: Path) -> str:
     """What `du -sh` says of a folder, in the same units."""
     total = 0
     for here, _, files in os.walk(path):
-        for name in files:
+        for name in [os.curdir, *files]:  # the folder itself counts, as du counts it
             try:
                 total += os.lstat(os.path.join(here, name)).st_blocks * 512
             except OSError:
                 continue
-    return f"{total / 2**30:.1f} GB" if total >= 2**30 else f"{total / 2**20:.0f} MB"
+    if total >= 2**30:  # rounded up, as du rounds
+        return f"{math.ceil(total / 2**30 * 10) / 10:.1f} GB"
+    return f"{math.ceil(total / 2**20)} MB"
 
 
 def installed_torch(python: Path) -> str | None:
