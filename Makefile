@@ -6,12 +6,14 @@
 # the lock or pyproject.toml changes.
 # Extra arguments go in ARGS, e.g. `make train ARGS="model/net=cnn trainer.max_epochs=5"`.
 VENV ?= .venv
-# The Python that creates $(VENV) (requires-python in pyproject.toml), e.g. `make test PYTHON3=python3.12`.
+# The Python that creates $(VENV) (one that pyproject.toml's requires-python admits), e.g.
+# `make test PYTHON3=python3.12`.
 PYTHON3 ?= python3
 # torch is pinned here, not locked: the build differs by machine. TORCH_BUILD picks it: auto
-# (on Linux the CPU build unless an NVIDIA driver is found; elsewhere PyPI's wheel), cpu or cuda
-# (PyPI's Linux wheel, with its CUDA libraries); TORCH_INDEX gives torch's step another index, e.g.
-# https://download.pytorch.org/whl/cu126. requirements/install.py says what it takes and why.
+# (on Linux the CPU build unless an NVIDIA driver is found; elsewhere PyPI's wheel), cpu or
+# cuda (PyPI's Linux wheel, with its CUDA libraries); TORCH_INDEX gives torch's step another
+# index, e.g. https://download.pytorch.org/whl/cu126. requirements/install.py says what it
+# takes and why.
 TORCH ?= torch==2.13.0
 TORCH_BUILD ?= auto
 TORCH_INDEX ?=
@@ -64,7 +66,7 @@ test-all: $(INSTALLED)  ## every test: the soak and exhaustive tiers too, then t
 	$(PYTEST) $(ARGS)
 	$(MAKE) test-floors ARGS=
 
-$(FLOORS)/.installed: pyproject.toml | $(INSTALLED)
+$(FLOORS)/.installed: pyproject.toml requirements/floors.py | $(INSTALLED)
 	rm -rf $(FLOORS)
 	$(PYTHON) requirements/floors.py $(FLOORS) --python $(PYTHON3) --torch "$(TORCH)" \
 		--torch-build "$(TORCH_BUILD)" --torch-index "$(TORCH_INDEX)"
