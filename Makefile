@@ -1,16 +1,26 @@
 # Everyday commands (`make help` lists them). Two are all a fresh clone needs:
 #   make train    trains the example        make test    runs the tests (what CI runs)
 # Every target runs in the project's virtual environment, $(VENV): the first one creates it and
-# installs torch ($(TORCH)) and the locked dependencies (requirements/lock.txt, hashes verified);
-# later ones install nothing until the lock or pyproject.toml changes.
+# installs torch ($(TORCH)) and the locked dependencies (requirements/lock.txt, hashes verified),
+# step by step with pip's progress (requirements/install.py); later ones install nothing until
+# the lock or pyproject.toml changes.
 # Extra arguments go in ARGS, e.g. `make train ARGS="model/net=cnn trainer.max_epochs=5"`.
 VENV ?= .venv
-# The Python that creates $(VENV) (3.10 or newer), e.g. `make test PYTHON3=python3.12`.
+# The Python that creates $(VENV) (one that pyproject.toml's requires-python admits), e.g.
+# `make test PYTHON3=python3.12`.
 PYTHON3 ?= python3
-# torch is pinned here, not locked: pip takes this version from the machine's own index (the
-# CPU build here; a CUDA build where PyPI's or PIP_INDEX_URL's wheel is one).
+# torch is pinned here, not locked: the build differs by machine. TORCH_BUILD picks it: auto
+# (on Linux the CPU build unless an NVIDIA driver is found; elsewhere PyPI's wheel), cpu or
+# cuda (PyPI's Linux wheel, with its CUDA libraries); TORCH_INDEX gives torch's step another
+# index, e.g. https://download.pytorch.org/whl/cu126. requirements/install.py says what it
+# takes and why.
 TORCH ?= torch==2.13.0
+TORCH_BUILD ?= auto
+TORCH_INDEX ?=
 ARGS ?=
+
+# The floors environment of `make test-floors`: the lowest versions pyproject.toml allows.
+FLOORS ?= .venv-floors
 
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
@@ -18,23 +28,17 @@ INSTALLED := $(VENV)/.installed
 # made once per file); `make test WORKERS=0` runs everything in one process.
 WORKERS ?= auto
 PYTEST := $(PYTHON) -m pytest -n $(WORKERS) --dist loadfile
-# import-linter has no `python -m` form; this runs its `lint-imports` command with $(PYTHON).
-LINT_IMPORTS := $(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
 
-.PHONY: help install lock hooks train test test-fast test-all lint format bench update clean
+.PHONY: help install lock hooks train test test-fast test-all test-floors lint format bench update clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-11s %s\n", $$1, $$2}'
 
 install: $(INSTALLED)  ## the virtual environment, from the lock (what every target does first)
 
 $(INSTALLED): requirements/lock.txt pyproject.toml
-	@test -x $(PYTHON) || $(PYTHON3) -m venv $(VENV)
-	$(PYTHON) -m pip install -q "$(TORCH)"
-	$(PYTHON) -m pip install -q --require-hashes --no-deps -r requirements/lock.txt
-	$(PYTHON) requirements/lock.py check
-	$(PYTHON) -m pip install -q --no-deps --no-build-isolation -e .
-	$(PYTHON) -m pip check
+	@$(PYTHON3) requirements/install.py $(VENV) --torch "$(TORCH)" \
+		--torch-build "$(TORCH_BUILD)" --torch-index "$(TORCH_INDEX)"
 	@touch $@
 
 lock:  ## resolve every dependency but torch again, newest allowed, into requirements/lock.txt
@@ -58,14 +62,32 @@ test: $(INSTALLED)  ## the tests, without the soak and exhaustive tiers (what th
 test-fast: $(INSTALLED)  ## the in-process tests only: no training in a process of its own
 	$(PYTEST) -m "not slow and not soak and not exhaustive" $(ARGS)
 
-test-all: $(INSTALLED)  ## every test: the soak and exhaustive tiers too (long repetitions)
+test-all: $(INSTALLED)  ## every test: the soak and exhaustive tiers too, then test-floors
 	$(PYTEST) $(ARGS)
+	$(MAKE) test-floors ARGS=
+
+$(FLOORS)/.installed: pyproject.toml requirements/floors.py | $(INSTALLED)
+	rm -rf $(FLOORS)
+	$(PYTHON) requirements/floors.py $(FLOORS) --python $(PYTHON3) --torch "$(TORCH)" \
+		--torch-build "$(TORCH_BUILD)" --torch-index "$(TORCH_INDEX)"
+	@touch $@
+
+test-floors: $(FLOORS)/.installed  ## the fast tier and lint on the lowest versions pyproject.toml allows
+	$(FLOORS)/bin/python -m pytest -n $(WORKERS) --dist loadfile \
+		-m "not slow and not soak and not exhaustive" $(ARGS)
+	$(call lint_with,$(FLOORS)/bin/python,--cache-dir $(FLOORS)/.mypy_cache)
 
 lint: $(INSTALLED)  ## ruff lint, ruff format check, mypy, import layers (what CI runs)
-	$(PYTHON) -m ruff check .
-	$(PYTHON) -m ruff format --check .
-	$(PYTHON) -m mypy
-	$(LINT_IMPORTS) --no-cache
+	$(call lint_with,$(PYTHON))
+
+# make lint's checks, by the Python $(1) and its environment's tools; $(2): mypy's options.
+# import-linter has no `python -m` form: its `lint-imports` command, run by that Python.
+define lint_with
+	$(1) -m ruff check .
+	$(1) -m ruff format --check .
+	$(1) -m mypy $(2)
+	$(1) -c "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())" --no-cache
+endef
 
 format: $(INSTALLED)  ## let ruff fix what it can and format the code
 	$(PYTHON) -m ruff check --fix .

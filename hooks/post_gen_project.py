@@ -7,6 +7,7 @@ also run under `--no-input`.
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,7 @@ ANSWERS = json.loads(r"""{
 def main() -> int:
     template = Path(ANSWERS["_template_dir"])
     sys.path.insert(0, str(template / "hooks"))
-    from project_generator import GenerationError, generate
+    from project_generator import GenerationError, generate, next_steps
 
     try:
         generate(template, ANSWERS, Path.cwd())
@@ -38,6 +39,11 @@ def main() -> int:
         for line in str(err).splitlines():
             print(f"ERROR: {line}", file=sys.stderr)
         return 1
+    # Only where cookiecutter itself ran (it alone records `_output_dir`): cruft also renders
+    # into a temporary folder for `cruft update` and `diff`, where a "cd there" would mislead.
+    # PWD: the folder the shell started cookiecutter in (this process runs in the project's).
+    if "_output_dir" in ANSWERS:
+        print(next_steps(ANSWERS, Path.cwd(), os.environ.get("PWD")))
     return 0
 
 

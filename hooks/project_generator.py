@@ -28,6 +28,7 @@ import re
 import stat
 import subprocess
 import sys
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,37 @@ ONE_LINE_IMPORT = re.compile(r"^([ \t]*)from ([\w.]+) import ([\w ,]+?)[ \t]*$",
 
 LICENSE_NAMES = {"proprietary": "Proprietary"}  # pyproject's `license` text, if not the answer
 LOGGER_GROUPS = {"wandb": "default", "tensorboard": "tensorboard", "csv": "csv"}  # train.yaml
+# What the README says of each answer (its "**Defaults.**" paragraph and opening paragraph).
+LOGGER_WORDS = {
+    "wandb": "Logger `default`: Weights & Biases (offline by itself without a login) and CSV files.",
+    "tensorboard": "Logger `tensorboard`: TensorBoard event files in each run directory "
+    "(Weights & Biases with `logger=default`, CSV, MLflow: one override away).",
+    "csv": "Logger `csv`: CSV files in each run directory (Weights & Biases with "
+    "`logger=default`, TensorBoard, MLflow: one override away).",
+}
+LOGGING_CLAIM = {  # the opening paragraph's "... and <this>. The examples ..."
+    "wandb": "Weights & Biases logging that goes offline by itself",
+    "tensorboard": "TensorBoard logging (Weights & Biases one override away)",
+    "csv": "CSV logging (Weights & Biases one override away)",
+}
+ACCELERATOR_WORDS = {
+    "auto": "a GPU when there is one, else the CPU (`accelerator=auto`)",
+    "cpu": "the CPU (`accelerator=cpu`)",
+    "gpu": "CUDA GPUs (`accelerator=gpu`; on a machine without one, `make train ARGS=trainer=cpu`)",
+    "mps": "Apple silicon's GPU (`accelerator=mps`; elsewhere, `make train ARGS=trainer=cpu`)",
+}
+STRATEGY_WORDS = {
+    "auto": "strategy `auto` (Lightning's choice: DDP when there are several devices)",
+    "ddp": "strategy `ddp` (one process per device)",
+    "dp": "strategy `dp` (one process, each batch split across the GPUs)",
+}
+PRECISION_WORDS = {
+    "32-true": "precision `32-true`",
+    "16-mixed": "precision `16-mixed` (float16 autocast)",
+    "bf16-mixed": "precision `bf16-mixed` (bfloat16 autocast)",
+}
+DEFAULTS_PARAGRAPH = r"^\*\*Defaults\.\*\* (?:.+\n)+"  # up to the next blank line
+
 # The top-level module of an import, or of a config's `_target_`.
 IMPORTED = re.compile(
     r"^\s*(?:import |from |_target_: )([A-Za-z_]\w*)(?=[.,\n]| as | import )", re.M
@@ -276,7 +308,11 @@ def _configure(path: str, text: str, answers: Mapping[str, str]) -> str:
     elif path == "configs/trainer/default.yaml":
         for key in ("accelerator", "devices", "strategy", "precision"):  # a trailing comment stays
             text = _edit(text, rf"^({key}:[ \t]*)[^#\n]*?([ \t]*(?:#.*)?)$", answers[key], path)
-    elif path == "README.md":  # the presets table's `default` row: the answers above
+    elif path == "README.md":  # the sentences naming the answers, the presets table's `default`
+        text = _edit(text, r"^(With Python )[0-9.]+( or newer)", answers["python_version"], path)
+        claim = LOGGING_CLAIM[answers["logger"]]
+        text = _edit(text, rf"^(and ){re.escape(LOGGING_CLAIM['wandb'])}(\. )", claim, path)
+        text = _edit(text, rf"^(){DEFAULTS_PARAGRAPH}()", defaults_paragraph(answers), path)
         cells = [f"`{answers[k]}`" for k in ("accelerator", "strategy", "precision")]
         devices = {"-1": "all"}.get(answers["devices"], answers["devices"])
         if (*cells, devices) != ("`auto`", "`auto`", "`32-true`", "1"):
@@ -292,6 +328,27 @@ def _configure(path: str, text: str, answers: Mapping[str, str]) -> str:
     if kept != text and path.endswith(".md"):  # a block at the end leaves its blank line before it
         kept = kept.rstrip("\n") + "\n"
     return kept
+
+
+def defaults_paragraph(answers: Mapping[str, str]) -> str:
+    """The README's "**Defaults.**" paragraph: the answers the project was generated with."""
+    devices = answers["devices"]
+    devices = {"1": "1 device", "-1": "every GPU (`devices=-1`)", "auto": "`devices=auto`"}.get(
+        devices, f"{devices} devices"
+    )
+    text = (
+        f"**Defaults.** Python {answers['python_version']} or newer. "
+        f"{LOGGER_WORDS[answers['logger']]} Trainer: {ACCELERATOR_WORDS[answers['accelerator']]}, "
+        f"{devices}, {STRATEGY_WORDS[answers['strategy']]}, "
+        f"{PRECISION_WORDS[answers['precision']]}. Each is a config value (`configs/train.yaml`, "
+        "`configs/trainer/default.yaml`) that a run can override: "
+        f"`python train.py logger={'tensorboard' if answers['logger'] == 'csv' else 'csv'} "
+        "trainer=cpu`."
+    )
+    # wrapped at 96 columns as the README is, never inside a `code span`
+    kept = re.sub(r"`[^`]*`", lambda m: m.group().replace(" ", "\0"), text)
+    wrapped = textwrap.fill(kept, width=96, break_long_words=False, break_on_hyphens=False)
+    return wrapped.replace("\0", " ") + "\n"
 
 
 def _wrap_long_imports(text: str, line_length: int) -> str:
@@ -356,6 +413,29 @@ def write(files: Mapping[str, Entry], project_dir: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(entry.data)
         target.chmod(entry.mode)
+
+
+def next_steps(answers: Mapping[str, object], project_dir: Path, shell_dir: str | None) -> str:
+    """What generation prints last: the project and the commands that start it. `shell_dir`,
+    the folder cookiecutter was started in (the shell's PWD), makes the `cd` relative."""
+    a = {key: str(value).strip() for key, value in answers.items()}
+    folder = Path(project_dir).resolve()
+    where = str(folder)
+    if shell_dir and folder.is_relative_to(Path(shell_dir).resolve()):
+        where = folder.relative_to(Path(shell_dir).resolve()).as_posix()
+    trainer = ", ".join(f"{key}={a[key]}" for key in ("accelerator", "devices", "strategy"))
+    lines = [
+        f"Created {a['project_name']} in {folder}: Python >={a['python_version']}, "
+        f"logger {a['logger']}, {trainer}, precision={a['precision']}.",
+        "Next:",
+        f"  cd {where}",
+        '  git init && git add -A && git commit -m "Generated"',
+        "  make train    # the first call installs .venv (torch, the lock: a few minutes), then trains",
+        "  make test     # the tests CI runs",
+    ]
+    if a["accelerator"] in ("gpu", "mps"):
+        lines.insert(-1, "  make train ARGS=trainer=cpu    # on a machine without that GPU")
+    return "\n".join(lines)
 
 
 # cookiecutter's abbreviations (its `abbreviations` setting's defaults), as cruft needs a URL

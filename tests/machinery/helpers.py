@@ -70,7 +70,8 @@ def compose_config(
 # What `make test ARGS=...` passes its children (make exports command-line variables): a
 # `make` a test runs would take them as its own.
 MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
-MAKE_VARIABLES += ("ARGS", "VENV", "WORKERS", "TORCH", "PYTHON3")
+MAKE_VARIABLES += ("ARGS", "VENV", "WORKERS", "TORCH", "TORCH_BUILD", "TORCH_INDEX", "PYTHON3")
+MAKE_VARIABLES += ("FLOORS",)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -51,6 +51,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     """No PYTHONPATH (it points at this checkout's package), no wandb credentials, nothing of
     an outer `make` (`make test` passes its variables to every `make` below it)."""
     outer_make = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "ARGS", "VENV", "WORKERS")
+    outer_make += ("TORCH", "TORCH_BUILD", "TORCH_INDEX", "PYTHON3", "FLOORS")
     env = {
         k: v
         for k, v in os.environ.items()

@@ -24,7 +24,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: pip's vendored copy of the same parser
     from pip._vendor import tomli as tomllib
 
-from .conftest import ROOT, run_cookiecutter_cli, snapshot_repo
+from .conftest import ROOT, run_cookiecutter_cli, snapshot_repo, subprocess_env
 from .expected import (
     CHOICES,
     CI_WORKFLOW,
@@ -64,6 +64,7 @@ LICENSE_HEADS = {
 PYPROJECT_LICENSE = {"proprietary": "Proprietary"}
 DEFAULT_NAMES = ("my_project", "my-project", "my project")  # any case, as DEFAULT_NAME
 LOGGER_GROUP = {"wandb": "default", "tensorboard": "tensorboard", "csv": "csv"}
+LOGGER_NAMES = {"wandb": "Weights & Biases", "tensorboard": "TensorBoard", "csv": "CSV"}
 
 
 def pairs_of(row: dict[str, object]) -> set[frozenset]:
@@ -163,6 +164,7 @@ def check_project(files: dict[str, object], answers: dict[str, object]) -> None:
     shown = [cell.strip().strip("`") for cell in row.strip("|").split("|")]
     expected = [str(answers["accelerator"]), devices, str(answers["strategy"])]
     assert shown[1:5] == [*expected, str(answers["precision"])], row
+    check_readme_tells_the_answers(texts["README.md"], answers)
     pyproject = parse_toml(texts["pyproject.toml"])
     project = pyproject["project"]
     assert project["name"] == answers["project_slug"]
@@ -189,7 +191,33 @@ def check_project(files: dict[str, object], answers: dict[str, object]) -> None:
         assert f'python-version: "{answers["python_version"]}"' in texts[CI_WORKFLOW]
 
 
-@pytest.mark.soak
+def check_readme_tells_the_answers(readme: str, answers: dict[str, object]) -> None:
+    """The README names the project's Python, logger, accelerator, devices, strategy and
+    precision, and no other Python or default logger."""
+    version, logger = str(answers["python_version"]), str(answers["logger"])
+    assert f"\nWith Python {version} or newer, `make` and git" in readme
+    others = set(CHOICES["python_version"]) - {version}
+    assert not [v for v in others if f"Python {v} or newer" in readme]
+    start = readme.index("\n**Defaults.** ")
+    defaults = " ".join(readme[start : readme.index("\n\n", start + 1)].split())
+    assert defaults.startswith(f"**Defaults.** Python {version} or newer. ")
+    assert f"Logger `{LOGGER_GROUP[logger]}`: " in defaults
+    devices = {"1": "1 device", "-1": "`devices=-1`", "auto": "`devices=auto`"}
+    for said in (
+        f"(`accelerator={answers['accelerator']}`",
+        devices.get(str(answers["devices"]), f"{answers['devices']} devices"),
+        f"strategy `{answers['strategy']}`",
+        f"precision `{answers['precision']}`",
+    ):
+        assert said in defaults, (said, defaults)
+    opening = " ".join(readme[: readme.index("\n## ")].split())
+    promised = "and Weights & Biases logging that goes offline by itself."
+    assert (promised in opening) == (logger == "wandb"), opening
+    if logger != "wandb":
+        assert f"and {LOGGER_NAMES[logger]} logging (Weights & Biases one override away)" in opening
+
+
+@pytest.mark.slow
 def test_the_covering_set_generates_lint_clean_projects_that_carry_their_answers(
     gen: ModuleType, template: object, tmp_path: Path
 ) -> None:
@@ -444,3 +472,58 @@ def test_output_inside_the_template_checkout_is_not_copied_into_itself(
     answers["package_name"] = "acme_vision"
     on_disk = {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()}
     assert on_disk == {*expected_paths(answers), ".cruft.json"}
+
+
+def test_a_csv_python_3_11_project_says_so_and_generation_prints_the_next_commands(
+    tmp_path: Path, cc_config: Path
+) -> None:
+    """Non-default answers through cookiecutter's command line, run from the folder the
+    project lands in, as a user types it: the README tells these answers, and the last lines
+    are the commands to start with."""
+    answers = ["project_name=Acme Vision", "logger=csv", "python_version=3.11"]
+    made = subprocess.run(
+        [
+            *(sys.executable, "-m", "cookiecutter", "--no-input", "--config-file", str(cc_config)),
+            *(str(ROOT), *answers),
+        ],
+        cwd=tmp_path,
+        env=subprocess_env(PWD=str(tmp_path)),  # what the shell sets
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    project = tmp_path / "acme-vision"
+    readme = (project / "README.md").read_text()
+    check_readme_tells_the_answers(readme, {**DEFAULTS, "logger": "csv", "python_version": "3.11"})
+    assert "Python 3.10" not in readme.replace("Python 3.10 to 3.13", "")
+    assert "Logger `csv`: CSV files" in " ".join(readme.split())
+    last = made.stdout.strip().splitlines()[-6:]
+    assert last[0] == (
+        f"Created Acme Vision in {project}: Python >=3.11, logger csv, accelerator=auto, "
+        "devices=1, strategy=auto, precision=32-true."
+    )
+    assert last[1:] == [
+        "Next:",
+        "  cd acme-vision",
+        '  git init && git add -A && git commit -m "Generated"',
+        "  make train    # the first call installs .venv (torch, the lock: a few minutes), then trains",
+        "  make test     # the tests CI runs",
+    ]
+    # elsewhere than the shell's folder: the whole path
+    elsewhere = subprocess.run(
+        [
+            *(sys.executable, "-m", "cookiecutter", "--no-input", "--config-file", str(cc_config)),
+            *(str(ROOT), "-o", str(tmp_path / "out"), "project_name=Acme Vision"),
+            "accelerator=gpu",
+        ],
+        env=subprocess_env(PWD=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
+    assert f"\n  cd {tmp_path / 'out' / 'acme-vision'}\n" in elsewhere.stdout
+    assert (
+        "\n  make train ARGS=trainer=cpu    # on a machine without that GPU\n" in elsewhere.stdout
+    )

@@ -175,6 +175,7 @@ def test_cruft_create_then_make_update_brings_template_changes_renamed(
     git(repo, "commit", "-q", "-m", "extra module")
     updated = make_update(project)
     assert updated.returncode == 0, updated.stdout[-2000:] + updated.stderr[-3000:]
+    assert "\nNext:\n" not in updated.stdout  # no first commands of cruft's temporary copy
     assert (project / "src" / "acme_vision" / "extra.py").read_text() == 'NAME = "acme_vision"\n'
     assert "  - logger: csv" in (project / "configs" / "train.yaml").read_text()
     assert (
