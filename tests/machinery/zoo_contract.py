@@ -50,7 +50,7 @@ class Zoo:
     ddp_strategy: str = "ddp"
 
 
-CLASSES3 = "index,target,output_0,output_1,output_2"
+CLASSES3 = "index,target,prediction,prob_0,prob_1,prob_2"  # a classifier: class, probabilities
 ACC = ("test_acc",)
 ZOO: dict[str, Zoo] = {
     "two_val_loaders": Zoo(

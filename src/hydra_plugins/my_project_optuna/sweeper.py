@@ -1,22 +1,16 @@
-"""An Optuna sweeper for Hydra, on Optuna's ask/tell API.
+"""An Optuna sweeper for Hydra, on Optuna's ask/tell API (Hydra's own Optuna sweeper pins
+optuna<3): `python train.py -m hparams_search=mlp`, with its config keys (``params``,
+``n_trials``, ``direction``, ``sampler``, ``storage``, ``study_name``), and:
 
-Why this exists: Hydra's own Optuna sweeper (`hydra-optuna-sweeper`, even its 1.3 release)
-pins ``optuna<3``, so it downgrades a current Optuna, and its SQLite studies need
-SQLAlchemy<2. This one keeps its command and config keys (``python train.py -m
-hparams_search=mlp``; ``hydra.sweeper.params``, ``n_trials``, ``direction``, ``sampler``,
-``storage``, ``study_name``; ``hydra.sweep.dir``) on current Optuna, and adds:
-
-- pruning: each job reports its metric per epoch through the `OptunaPruning` callback,
-  which finds its trial with :func:`~my_project.machinery.callbacks.optuna_pruning.trials_for_jobs`
+- pruning: each job reports its metric per epoch through the `OptunaPruning` callback, which
+  finds its trial through :func:`~my_project.machinery.callbacks.optuna_pruning.trials_for_jobs`
   (so jobs run in this process: Hydra's default launcher);
-- studies that survive: by default the study is a SQLite file in the sweep directory, and
-  ``n_trials`` counts its finished trials (complete or pruned), so the same command with the
-  same ``hydra.sweep.dir`` continues a killed search; the trial that was running when it was
-  killed is marked failed and does not count;
-- results: the best trials printed, ``best_params.yaml`` and plots (see _report.py).
+- studies that survive: by default a SQLite file in the sweep directory; ``n_trials`` counts
+  finished trials (complete or pruned), so the same command with the same ``hydra.sweep.dir``
+  continues a killed search, the trial it was running marked failed;
+- results: the best trials printed, ``best_params.yaml`` and plots (``_report.py``).
 
-Trial ``N`` runs in the job folder ``N`` (``hydra.job.num`` is the trial number), so folders
-stay distinct across resumes. One search process per study at a time.
+Trial ``N`` runs in the job folder ``N`` (``hydra.job.num``). One search process per study.
 """
 
 from __future__ import annotations
@@ -86,10 +80,8 @@ class OptunaSweeper(Sweeper):
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        self.config = self._config = config
-        self.hydra_context = hydra_context
-        self._config_loader = hydra_context.config_loader
-        self.launcher = self._launcher = Plugins.instance().instantiate_launcher(
+        self._config, self._config_loader = config, hydra_context.config_loader
+        self._launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
         )
 

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 from lightning.pytorch.utilities import rank_zero_info
 
 from ..errors import UserError, require_extra
-from .wandb import wandb_reachable
+from .wandb import reachable
 
 
 def shown_uri(uri: str) -> str:
@@ -54,7 +54,7 @@ def mlflow_logger(
         rank_zero_info(f"MLflow: logging to {store / 'mlflow.db'} (no MLFLOW_TRACKING_URI set).")
     else:
         if urlparse(uri).scheme in ("http", "https"):
-            unreachable = wandb_reachable(uri)  # a TCP check, nothing wandb-specific
+            unreachable = reachable(uri)
             if unreachable:
                 raise UserError(
                     f"The MLflow tracking server {shown_uri(uri)} cannot be reached "
