@@ -1,12 +1,7 @@
-"""Device report: `python -m my_project.machinery.doctor [overrides]` (`my-project-doctor`).
-
-Prints what people otherwise check by hand before a run (torch, CUDA and Lightning versions,
-the GPUs, MPS, CPU cores) and what `python train.py` with the same overrides would run on:
-accelerator, devices, strategy, precision, processes, and why, in one sentence. The choice
-is Lightning's own: a Trainer is built from the config as train.py builds it, and read
-(:func:`plan_devices`); a run records the same fields in its `run_info.json`. Nothing is
-written and no process is started; torch and Lightning are imported only once the overrides
-are checked.
+"""Device report: `python -m my_project.machinery.doctor [overrides]` (`my-project-doctor`):
+the versions and devices people check by hand before a run, then what `python train.py` with
+the same overrides would run on, and why, decided by Lightning itself (:func:`plan_devices`).
+It writes nothing and starts no process; torch loads only once the overrides are checked.
 """
 
 from __future__ import annotations
@@ -39,33 +34,29 @@ def machine() -> tuple[list[tuple[str, str]], int, bool, list[str]]:
     (what, value), the number of GPUs, whether MPS is there, and notes."""
     import lightning
     import torch
-    import torchmetrics
 
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    available = torch.distributed
-    backends = [b for b in ("gloo", "nccl", "mpi") if getattr(available, f"is_{b}_available")()]
+    dist = torch.distributed
+    backends = [b for b in ("gloo", "nccl", "mpi") if getattr(dist, f"is_{b}_available")()]
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     rows = [
         ("Python", f"{platform.python_version()} ({sys.executable})"),
-        ("torch", torch.__version__),
+        ("torch, Lightning", f"{torch.__version__}, {lightning.__version__}"),
         ("CUDA (torch.version.cuda)", torch.version.cuda or "none: a CPU-only build of torch"),
         ("cuDNN", str(cudnn or "none")),
-        ("Lightning", lightning.__version__),
-        ("torchmetrics", torchmetrics.__version__),
         ("torch.distributed backends", ", ".join(backends) or "none"),
         ("torch.cuda.is_available()", str(torch.cuda.is_available())),
         ("GPUs", str(gpus)),
     ]
-    for index in range(gpus):
-        props = torch.cuda.get_device_properties(index)
-        memory = f"{props.total_memory / 2**30:.1f} GiB"
-        capability = f"compute capability {props.major}.{props.minor}"
-        rows.append((f"  cuda:{index}", f"{props.name}, {memory}, {capability}"))
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "not reported"
+    for i in range(gpus):
+        props = torch.cuda.get_device_properties(i)
+        about = (
+            f"{props.total_memory / 2**30:.1f} GiB, compute capability {props.major}.{props.minor}"
+        )
+        rows.append((f"  cuda:{i}", f"{props.name}, {about}"))
     rows += [
         ("MPS (Apple silicon) available", str(torch.backends.mps.is_available())),
         ("CPU cores (os.cpu_count)", str(os.cpu_count())),
-        ("usable by this process (affinity)", str(usable)),
         ("torch threads", str(torch.get_num_threads())),
     ]
     notes = []

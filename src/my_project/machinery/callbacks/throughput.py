@@ -1,13 +1,8 @@
-"""Throughput of any module and batch: Lightning's ``ThroughputMonitor``, given a function that
-counts any batch's samples and, where the module has an ``example_input_array``, its FLOPs.
-
-Lightning's callback reads ``flops_per_batch`` from the module: here the forward FLOPs of one
-sample are measured once (torch's FLOP counter through Lightning's ``measure_flops``, in eval
-mode without gradients, so nothing of the run changes) and set for each batch: forward for
-validation and test, three times that for training (backward computes two products for each
-of the forward's). Lightning logs ``train|val|test/device/samples_per_sec`` (and
-``.../flops_per_sec``) to every logger; the run's averages over all its batches end its
-output (`record.finish`, from :meth:`Throughput.summary`).
+"""Throughput of any module: Lightning's ``ThroughputMonitor`` with a ``batch_size_fn`` for any
+batch, and ``flops_per_batch`` set on the module where it has an ``example_input_array``: one
+sample's forward FLOPs, measured once (Lightning's ``measure_flops``, eval mode, no gradients),
+times three in training (backward: two products for each of the forward's). The run's averages
+end its output (`record.finish`, :meth:`Throughput.summary`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""eval.py, predict.py, serve.py and export.py, given a checkpoint: the model and data of the
-run that wrote it.
-
-`python eval.py ckpt_path=logs/train/runs/<run>/checkpoints/best.ckpt` should evaluate that
-checkpoint as it was trained, without retyping `model=... data=...`: the run's resolved
-config is beside its checkpoints (`config.yaml`); its `model` and `data` replace the entry
-config's defaults, unless the command line names them.
-
-The model itself is always rebuilt from the checkpoint's own hyperparameters, so a model
-setting on the command line (``model/net=mlp`` for a CNN's checkpoint) cannot change it: one
-that differs from the checkpoint's is refused in one line rather than ignored while the
-printed config shows it; the config printed and saved is the checkpoint's model.
+"""eval.py, predict.py, serve.py and export.py, given a checkpoint, take the `model` and `data`
+of the run that wrote it (its `config.yaml`, beside `checkpoints/`) unless the command line
+names them. The model is rebuilt from the checkpoint's own hyperparameters, so a model setting
+on the command line that differs from them is refused rather than silently ignored.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Export: `python export.py ckpt_path=PATH format=onnx` writes the model as an ONNX file.
-
-The model and data are those of the run that wrote the checkpoint (`checkpoint_config.py`).
-Its ``forward`` is exported with Lightning's ``to_onnx`` (torch's exporter, ``dynamo=True``)
-from two inputs of the data's ``split`` (every loader of it; any batch size), then ONNX Runtime
-runs the file on every input of that split and its outputs must be within ``atol + rtol *
-|PyTorch's|`` of PyTorch's; the largest difference is printed. Only then is the file put in
-place (``model.onnx`` in the run directory): a failed export or check leaves nothing. A module
-the exporter cannot take stops with one paragraph naming the operation or its line.
+"""Export: `python export.py ckpt_path=PATH format=onnx` writes the checkpoint's ``forward``
+as ONNX (Lightning's ``to_onnx``, torch's exporter, any batch size), then ONNX Runtime runs it
+on every input of the data's ``split``: within ``atol + rtol * |PyTorch's|`` of PyTorch's, it
+is put in the run directory, else nothing is. What the exporter cannot take is one paragraph.
 """
 
 from __future__ import annotations

@@ -147,7 +147,9 @@ def check_answers(model: Any, signature: Any, example: Any, task: str | None) ->
 
 def one_row(batch: Any) -> Any:
     """The first sample of a batch, as a batch (what ``like_data`` copies shapes from)."""
-    return type(batch)(part[:1] for part in batch) if isinstance(batch, (list, tuple)) else None
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(part[:1] for part in batch)
+    return batch[:1] if hasattr(batch, "shape") else batch
 
 
 @contextlib.contextmanager
