@@ -26,7 +26,7 @@ from my_project.machinery.errors import UserError
 from my_project.machinery.preflight import contract
 from my_project.machinery.reliability import signals
 from my_project.machinery.run.hydra_errors import explain
-from my_project.machinery.run.predict import as_binary_classes
+from my_project.machinery.run.predict import as_classes, classifier_of
 from my_project.machinery.run.trainer_arguments import with_trainer_arguments
 from my_project.machinery.tasks import binary_probabilities
 
@@ -103,11 +103,12 @@ def test_one_output_against_0_1_labels_is_a_binary_classifier() -> None:
     assert binary_probabilities(logits, torch.tensor([0.5, 1.5, 2.0, 3.0])) is None  # regression
     assert binary_probabilities(torch.randn(4, 2), labels.long()) is None  # class scores
 
-    columns, targets = as_binary_classes({"prediction": logits}, labels)
+    assert classifier_of(torch.nn.Identity(), (logits, labels)) == "logits"  # predict.py's
+    columns = as_classes(logits, "logits")
     assert list(columns) == ["prediction", "prob"]
-    assert columns["prediction"].tolist() == [0, 1, 1, 1] and targets.tolist() == [0, 1, 1, 0]
-    regression = {"prediction": torch.tensor([0.3, 2.0])}
-    assert as_binary_classes(regression, torch.tensor([0.5, 2.5]))[0] is regression
+    assert columns["prediction"].tolist() == [0, 1, 1, 1]
+    regression = (torch.tensor([0.3, 2.0]), torch.tensor([0.5, 2.5]))
+    assert classifier_of(torch.nn.Identity(), regression) is None
 
 
 # -- ReduceLROnPlateau on resume ------------------------------------------------------------

@@ -123,7 +123,8 @@ def test_predict_writes_the_modules_outputs_for_the_test_split(
     result = run_entry("predict", *overrides, f"ckpt_path={best}", f"hydra.run.dir={out}", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     header, *rows = (out / "predictions.csv").read_text().splitlines()
-    assert header == "index,target,output_0,output_1,output_2,output_3" and len(rows) == 89
+    # a classifier without predict_step: its class and probabilities
+    assert header == "index,target,prediction,prob_0,prob_1,prob_2,prob_3" and len(rows) == 89
 
 
 @pytest.mark.slow

@@ -81,12 +81,23 @@ def test_a_module_without_predict_step_gets_the_inputs_as_readme_writes_it(
     assert result.returncode == 0, result.stderr[-3000:]
     (csv_path,) = (tmp_path / "predict" / "runs").glob("*/predictions.csv")
     rows = read_csv(csv_path)
-    assert list(rows[0]) == ["index", "target", "output_0", "output_1", "output_2", "output_3"]
+    # a classifier (4 scores against class indices): its class and probabilities
+    assert list(rows[0]) == [
+        "index",
+        "target",
+        "prediction",
+        "prob_0",
+        "prob_1",
+        "prob_2",
+        "prob_3",
+    ]
     assert len(rows) == 89 and f"Wrote 89 predictions for the test split to {csv_path}" in (
         result.stdout
     )
-    logits = np.array([[float(row[f"output_{k}"]) for k in range(4)] for row in rows])
-    assert np.allclose(logits, expected_logits(checkpoint).numpy(), atol=2e-6)
+    probabilities = np.array([[float(row[f"prob_{k}"]) for k in range(4)] for row in rows])
+    expected = torch.softmax(expected_logits(checkpoint), dim=1).numpy()
+    assert np.allclose(probabilities, expected, atol=2e-6)
+    assert [int(row["prediction"]) for row in rows] == expected.argmax(axis=1).tolist()
     data = LitDataModule()
     data.setup("test")
     assert [int(row["target"]) for row in rows] == data.test_set.tensors[1].tolist()
@@ -197,3 +208,73 @@ def test_console_scripts_point_at_callables() -> None:
     for target in scripts.values():
         module, function = target.split(":")
         assert callable(getattr(importlib.import_module(module), function)), target
+
+
+class TwoTestLoaders(LitDataModule):
+    """Its test split is two loaders (Lightning's `dataloader_idx`)."""
+
+    def test_dataloader(self) -> list[Any]:
+        from torch.utils.data import DataLoader, TensorDataset
+
+        x, y = self.test_set.tensors
+        halves = (TensorDataset(x[:40], y[:40]), TensorDataset(x[40:], y[40:]))
+        return [DataLoader(half, batch_size=self.batch_size) for half in halves]
+
+
+class ClassifierOnTwoTestLoaders(LitClassifier):
+    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        super().test_step(batch, batch_idx)
+
+
+@pytest.fixture(scope="module")
+def two_loaders_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Trained a step and tested on both loaders in this process, with the plots callback."""
+    import lightning as L
+
+    from my_project.machinery.callbacks.plots import PlotCallback
+
+    run = tmp_path_factory.mktemp("two_test_loaders")
+    L.seed_everything(0)
+    model, data = ClassifierOnTwoTestLoaders(num_features=16, num_classes=4), TwoTestLoaders()
+    trainer = L.Trainer(
+        max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, callbacks=[PlotCallback(str(run))],
+    )  # fmt: skip
+    trainer.fit(model, datamodule=data)
+    trainer.test(model, datamodule=data)
+    trainer.save_checkpoint(run / "model.ckpt")
+    return run
+
+
+def test_several_test_loaders_get_a_confusion_matrix_each(two_loaders_run: Path) -> None:
+    assert (two_loaders_run / "confusion_matrix.png").stat().st_size > 10_000
+    assert (two_loaders_run / "confusion_matrix_dataloader_1.png").stat().st_size > 10_000
+
+
+def test_several_test_loaders_are_predicted_served_and_exported(
+    two_loaders_run: Path, tmp_path: Path
+) -> None:
+    from my_project.machinery.run.export import export
+    from my_project.machinery.run.predict import classifier_of, first_batch, predict, split_loaders
+    from my_project.machinery.run.serve import check_answers, input_signature
+
+    team = [
+        *DOCS_STYLE_EVAL,
+        f"model._target_={__name__}.ClassifierOnTwoTestLoaders",
+        f"data._target_={__name__}.TwoTestLoaders",
+        f"ckpt_path={two_loaders_run / 'model.ckpt'}",
+    ]
+    path = predict(compose_config(team, tmp_path / "predict", "predict"))
+    rows = read_csv(path)
+    assert len(rows) == 89 and list(rows[0])[:4] == ["index", "target", "dataloader", "prediction"]
+    assert [row["dataloader"] for row in rows] == ["0"] * 40 + ["1"] * 49
+
+    cfg = compose_config(team, tmp_path / "serve", "serve")
+    model = ClassifierOnTwoTestLoaders.load_from_checkpoint(two_loaders_run / "model.ckpt")
+    batch = first_batch(split_loaders(cfg, model), cfg)
+    signature = input_signature(model.eval(), batch, "test")
+    assert signature.describe() == "(N, 16) float32"
+    check_answers(model, signature, None, classifier_of(model, batch))
+
+    exported = export(compose_config(team, tmp_path / "export", "export"))
+    assert exported.is_file()

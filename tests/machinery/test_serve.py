@@ -22,13 +22,9 @@ import pytest
 import torch
 
 from my_project.machinery.errors import UserError
-from my_project.machinery.run.input_signature import InputSignature
-from my_project.machinery.run.serve import (
-    check_model_answers,
-    check_server_values,
-    serving_devices,
-)
-from my_project.machinery.run.serve_api import CheckpointAPI, request_inputs
+from my_project.machinery.run import serve_api
+from my_project.machinery.run.serve import check_answers, check_server_values, serving_devices
+from my_project.machinery.run.serve_api import CheckpointAPI, InputSignature, request_inputs
 
 from .docs_style import LitClassifier, LitDataModule
 from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, FAST, compose_config, run_entry
@@ -41,6 +37,14 @@ class WithItsOwnPredictStep(LitClassifier):
     def predict_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
         probabilities = torch.softmax(self(batch[0]), dim=1)
         return {"label": probabilities.argmax(dim=1), "score": probabilities}
+
+
+class UnpacksItsBatch(LitClassifier):
+    """The Lightning docs' way: `x, y = batch` (serve.py hands it a batch shaped so)."""
+
+    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, _ = batch
+        return self(x).argmax(dim=1)
 
 
 class AnswersWithATuple(LitClassifier):
@@ -104,19 +108,24 @@ def test_answers_equal_predict_py_on_the_same_inputs(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = (tmp_path / "predict" / "predictions.csv").read_text().splitlines()
-    assert rows[0] == "index,output_0,output_1,output_2,output_3"
-    written = np.array([[float(v) for v in row.split(",")[1:]] for row in rows[1:]])
+    # a classifier without predict_step: its class and the probability of each class
+    assert rows[0] == "index,prediction,prob_0,prob_1,prob_2,prob_3"
+    written = np.array([[float(v) for v in row.split(",")[2:]] for row in rows[1:]])
 
     status, answer = server.predict({"inputs": inputs.tolist()})  # all 89 in one request
-    assert status == 200 and list(answer) == ["output"]
-    served = np.array(answer["output"])
+    assert status == 200 and list(answer) == ["prediction", "prob"]
+    served = np.array(answer["prob"])
     assert served.shape == (89, 4)
+    assert answer["prediction"] == [int(row.split(",")[1]) for row in rows[1:]]
     assert np.abs(served - written).max() <= 1e-6  # predict.py writes 6 decimals
-    assert np.abs(served - logits(checkpoint, inputs)).max() <= 1e-5
+    expected = torch.softmax(torch.from_numpy(logits(checkpoint, inputs)), dim=1).numpy()
+    assert np.abs(served - expected).max() <= 1e-5
+    assert answer["prediction"] == expected.argmax(axis=1).tolist()
 
     status, one = server.predict({"inputs": inputs[7].tolist()})  # one input alone: its row
-    assert status == 200 and np.array(one["output"]).shape == (4,)
-    assert np.abs(np.array(one["output"]) - served[7]).max() <= 1e-5
+    assert status == 200 and np.array(one["prob"]).shape == (4,)
+    assert np.abs(np.array(one["prob"]) - served[7]).max() <= 1e-5
+    assert one["prediction"] == answer["prediction"][7]
 
 
 def _sentence(status: int, body: bytes) -> str:
@@ -150,7 +159,7 @@ def test_bad_requests_get_a_4xx_and_one_sentence_and_the_server_goes_on(server: 
         if expected == 422 and "shape" in fragment:
             assert "(N, 16)" in detail
     status, answer = server.predict({"inputs": row})
-    assert status == 200 and len(answer["output"]) == 4
+    assert status == 200 and len(answer["prob"]) == 4
     status, health = server.request("GET", "/health")
     assert (status, health) == (200, b"ok")
 
@@ -181,7 +190,7 @@ def test_eight_clients_of_200_requests_lose_none(checkpoint: Path, server: Serve
     """Concurrent clients, batched by the server: every request answered, each with its own
     inputs' answer. Prints the throughput and latency (run with -s to see them)."""
     inputs = split_inputs()
-    expected = logits(checkpoint, inputs)
+    expected = torch.softmax(torch.from_numpy(logits(checkpoint, inputs)), dim=1).numpy()
     # one input alone, or a few at once
     payloads: list[dict[str, Any]] = [{"inputs": inputs[i].tolist()} for i in range(60)]
     payloads += [{"inputs": inputs[i : i + 3].tolist()} for i in range(60, 86)]
@@ -191,7 +200,7 @@ def test_eight_clients_of_200_requests_lose_none(checkpoint: Path, server: Serve
             return f"status {status}: {answer}"
         rows = np.array(payload["inputs"], dtype=np.float32).reshape(-1, 16)
         index = [int(np.flatnonzero((inputs == r).all(axis=1))[0]) for r in rows]
-        got = np.array(answer["output"]).reshape(len(rows), 4)
+        got = np.array(answer["prob"]).reshape(len(rows), 4)
         if np.abs(got - expected[index]).max() > 1e-5:
             return f"wrong answer for inputs {index}"
         return None
@@ -266,11 +275,11 @@ def test_server_values_are_checked_before_anything_starts(
 
 
 def test_trainer_devices_become_litserve_devices() -> None:
-    assert serving_devices("gpu", 2) == ("gpu", 2)
-    assert serving_devices("cuda", -1) == ("cuda", "auto")
-    assert serving_devices("auto", "auto") == ("auto", "auto")
-    assert serving_devices("gpu", [0, 2]) == ("gpu", [0, 2])
-    assert serving_devices("cpu", "1") == ("cpu", 1)
+    assert serving_devices(2) == 2
+    assert serving_devices(-1) == "auto"
+    assert serving_devices("auto") == "auto"
+    assert serving_devices([0, 2]) == [0, 2]
+    assert serving_devices("1") == 1
 
 
 @pytest.fixture(scope="module")
@@ -297,8 +306,9 @@ def test_the_worker_answers_each_request_of_a_batch_with_its_own_rows(
 ) -> None:
     """decode -> batch -> predict_step -> unbatch -> encode, as LitServe calls them."""
     signature = InputSignature((16,), "float32", "its data")
+    example = [torch.zeros(1, 16), torch.zeros(1, dtype=torch.long)]  # one (x, y) of the data
     api = CheckpointAPI(
-        f"{__name__}.WithItsOwnPredictStep", str(own_step_checkpoint), signature, True
+        f"{__name__}.WithItsOwnPredictStep", str(own_step_checkpoint), signature, example
     )
     api.setup("cpu")
     inputs = split_inputs()
@@ -332,7 +342,19 @@ def test_a_request_is_checked_as_predict_py_checks_a_file() -> None:
 def test_a_module_that_answers_with_a_tuple_stops_at_start_up() -> None:
     model = AnswersWithATuple(num_features=16, num_classes=4).eval()
     signature = InputSignature((16,), "float32", "its data")
+    example = [torch.zeros(1, 16), torch.zeros(1, dtype=torch.long)]
     with pytest.raises(UserError, match="a tensor or a dict of tensors per batch"):
-        check_model_answers(model, signature, whole_batches=True)
+        check_answers(model, signature, example, None)
     with pytest.raises(UserError, match=r"cannot take inputs shaped \(N, 3\) float32"):
-        check_model_answers(model, InputSignature((3,), "float32", "its data"), True)
+        check_answers(model, InputSignature((3,), "float32", "its data"), example, None)
+
+
+def test_a_predict_step_that_unpacks_x_y_gets_a_batch_shaped_as_the_datas() -> None:
+    """serve.py once passed `(x,)`: `x, _ = batch` failed."""
+    model = UnpacksItsBatch(num_features=16, num_classes=4).eval()
+    signature = InputSignature((16,), "float32", "its data")
+    example = [torch.zeros(1, 16), torch.zeros(1, dtype=torch.long)]
+    check_answers(model, signature, example, None)
+    inputs = torch.from_numpy(split_inputs()[:5])
+    answer = serve_api.answer(model, inputs, example, None)
+    assert answer["prediction"].tolist() == model(inputs).argmax(dim=1).tolist()

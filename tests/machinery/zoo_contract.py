@@ -63,7 +63,7 @@ class Zoo:
     predict_rows: int = 23
 
 
-CLASSES3 = "index,target,output_0,output_1,output_2"
+CLASSES3 = "index,target,prediction,prob_0,prob_1,prob_2"  # a classifier: class, probabilities
 ACC = ("test_acc",)
 ZOO: dict[str, Zoo] = {
     "two_val_loaders": Zoo(

@@ -393,7 +393,8 @@ def test_deleting_the_examples_leaves_the_machinery_tests_passing(
     assert "on the 89 inputs of the test split" in exported.stdout
     assert next((project / "logs" / "export" / "runs").rglob("model.onnx")).is_file()
     served = _serve_one_request(python, project, best, [0.5] * 16)
-    assert list(served) == ["output"] and len(served["output"]) == 4
+    # a classifier without predict_step: its class and probabilities
+    assert list(served) == ["prediction", "prob"] and len(served["prob"]) == 4
 
     start = time.perf_counter()
     tests = make_in(project, "test-fast", "ARGS=-q -p no:cacheprovider", venv=python.parents[1])

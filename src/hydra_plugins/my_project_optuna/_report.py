@@ -1,20 +1,72 @@
-"""What a search leaves to look at: the best trials printed, best_params.yaml, PNG plots."""
+"""What a multirun leaves to look at: a table of its runs at the end (any sweeper, through the
+Hydra callback :class:`RunsTable`); for an Optuna search, the best trials, best_params.yaml and
+Optuna's plots."""
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+from hydra.experimental.callback import Callback
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
     from optuna import Study
     from optuna.trial import FrozenTrial
 
 RUN_DIR_ATTR = "run_dir"  # the trial's run directory, kept in the study with each trial
+
+
+def table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """``title``, then the rows in aligned columns."""
+    cells = [[_cell(value) for value in row] for row in [header, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join([title, *(line.rstrip() for line in lines)])
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+class RunsTable(Callback):
+    """At the end of a multirun, a table of its jobs: the overrides that differ between them,
+    ``optimized_metric`` from each job's ``metrics.json`` (``failed`` without one), and its run
+    directory. Read from the sweep folder, so it holds for any launcher; an Optuna search
+    prints its own table (:func:`report`)."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from my_project.machinery.distributed import is_rank_zero
+
+        sweep = Path(config.hydra.sweep.dir)
+        if "OptunaSweeper" in str(config.hydra.sweeper.get("_target_")) or not is_rank_zero():
+            return
+        jobs = sorted(
+            (p for p in sweep.iterdir() if (p / ".hydra" / "overrides.yaml").is_file()),
+            key=lambda p: (len(p.name), p.name),
+        )
+        values = []
+        for job in jobs:
+            overrides = yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or []
+            values.append(dict(o.split("=", 1) for o in overrides if "=" in o))
+        keys = dict.fromkeys(key for given in values for key in given)
+        varying = [k for k in keys if len({given.get(k) for given in values}) > 1]
+        metric = str(config.get("optimized_metric") or "")
+        rows = []
+        for job, given in zip(jobs, values, strict=True):
+            path = job / "metrics.json"
+            result = json.loads(path.read_text()).get(metric) if path.is_file() else "failed"
+            rows.append([job.name, *(given.get(k) for k in varying), result, job])
+        if rows:
+            header = ["job", *varying, metric, "run dir"]
+            print(table(f"\n{len(rows)} runs of this multirun:", header, rows), flush=True)
 
 
 def report(study: Study, sweep_dir: Path, metric: str, top: int = 5) -> None:
@@ -43,37 +95,17 @@ def best_trials_table(study: Study, metric: str, top: int = 5) -> str:
     sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
     finished.sort(key=lambda t: (t.state != TrialState.COMPLETE, sign * (t.value or 0.0), t.number))
     keys = sorted({key for trial in finished for key in trial.params})
-    header = ["trial", "state", metric, *keys, "run dir"]
-    rows = [
-        [
-            str(t.number),
-            t.state.name.lower(),
-            _number(t.value),
-            *(_number(t.params.get(key, "")) for key in keys),
-            str(t.user_attrs.get(RUN_DIR_ATTR, "")),
-        ]
-        for t in finished[:top]
-    ]
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        for row in (header, *rows)
-    ]
-    counts = {state: 0 for state in ("complete", "pruned", "fail")}
-    for trial in study.get_trials(deepcopy=False):
-        counts[trial.state.name.lower()] = counts.get(trial.state.name.lower(), 0) + 1
-    title = (
-        f"Best of {len(finished)} trials ({study.direction.name.lower()} {metric}; "
-        + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
-        + "):"
-    )
-    return "\n".join([title, *(line.rstrip() for line in lines)])
-
-
-def _number(value: Any) -> str:
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.4g}"
-    return "" if value is None else str(value)
+    rows = []
+    for t in finished[:top]:
+        params = [t.params.get(key) for key in keys]
+        rows.append(
+            [t.number, t.state.name.lower(), t.value, *params, t.user_attrs.get(RUN_DIR_ATTR)]
+        )
+    states = [trial.state.name.lower() for trial in study.get_trials(deepcopy=False)]
+    order = dict.fromkeys(("complete", "pruned", "fail", *states))
+    counts = ", ".join(f"{states.count(s)} {s}" for s in order if s in states)
+    title = f"Best of {len(finished)} trials ({study.direction.name.lower()} {metric}; {counts}):"
+    return table(title, ["trial", "state", metric, *keys, "run dir"], rows)
 
 
 def write_best_params(study: Study, path: Path, metric: str) -> Path | None:
@@ -103,7 +135,7 @@ def save_plots(study: Study, sweep_dir: Path, metric: str) -> dict[str, str]:
     from optuna.exceptions import ExperimentalWarning
     from optuna.visualization import matplotlib as plots
 
-    drawings: dict[str, Callable[[], Any]] = {
+    drawings = {
         "optimization_history.png": lambda: plots.plot_optimization_history(
             study, target_name=metric
         ),
@@ -122,7 +154,7 @@ def save_plots(study: Study, sweep_dir: Path, metric: str) -> dict[str, str]:
             continue
         if name == "intermediate_values.png":
             axes.set(xlabel="epoch", ylabel=metric)  # the steps the pruning callback reports
-        figure = axes.figure
+        figure: Any = axes.figure
         figure.set_size_inches(8, 5)
         figure.savefig(sweep_dir / name, dpi=110, bbox_inches="tight")
         plt.close(figure)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import IntervalSweep, Override, RangeSweep, Transformer
+from hydra.core.override_parser.types import IntervalSweep, RangeSweep, Transformer
 
 if TYPE_CHECKING:
     from hydra.core.config_loader import ConfigLoader
@@ -49,15 +49,15 @@ def search_space(
     arguments: Iterable[str],
     config_loader: ConfigLoader | None = None,
 ) -> SearchSpace:
-    """The space of ``hydra.sweeper.params`` and the command line's overrides.
+    """The space of ``hydra.sweeper.params`` and the command line's overrides: one of the
+    command line replaces a parameter of the same key (``model.lr=0.01`` fixes the learning
+    rate a search config samples; ``model.lr=interval(0.001,0.1)`` changes its range)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-    A command-line override replaces a parameter of the same key (``model.lr=0.01`` fixes the
-    learning rate a search config samples; ``model.lr=interval(0.001,0.1)`` changes its range).
-    """
     parser = OverridesParser.create(config_loader=config_loader)
     lines = {key: f"{key}={value}" for key, value in (params or {}).items()}
     for override in parser.parse_overrides(list(arguments)):
-        lines.pop(override.get_key_element(), None)
+        lines.pop(override.get_key_element(), None)  # last, in the command line's order
         lines[override.get_key_element()] = override.input_line or ""
     space = SearchSpace()
     for override in parser.parse_overrides(list(lines.values())):
@@ -65,47 +65,26 @@ def search_space(
         if not override.is_sweep_override():
             space.fixed.append(override.input_line or "")
         elif isinstance(value, IntervalSweep):
-            space.distributions[key] = _interval(value)
-        elif isinstance(value, RangeSweep) and _is_int_range(value):
-            space.distributions[key] = _int_range(value)
+            assert value.start is not None and value.end is not None
+            log = "log" in value.tags
+            if isinstance(value.start, int) and isinstance(value.end, int):
+                space.distributions[key] = IntDistribution(value.start, value.end, log=log)
+            else:
+                space.distributions[key] = FloatDistribution(value.start, value.end, log=log)
+        elif isinstance(value, RangeSweep) and all(
+            isinstance(v, int) for v in (value.start, value.stop, value.step)
+        ):  # Hydra's values (stop excluded) as an integer distribution
+            values = range(int(value.start or 0), int(value.stop or 0), int(value.step or 1))
+            if not values:
+                raise ValueError(f"{override.input_line} holds no value")
+            space.distributions[key] = IntDistribution(values[0], values[-1], step=values.step)
         else:  # choice(...), a,b,c, glob(...), a range of floats
-            space.distributions[key], space.choice_texts[key] = _categorical(override)
+            texts: dict[Any, str] = {}
+            for element in override.sweep_iterator():
+                held = element if isinstance(element, _PLAIN) else Transformer.str(element)
+                texts[held] = Transformer.str(element)
+            if not texts:
+                raise ValueError(f"{override.input_line} offers no value to choose from")
+            space.distributions[key] = CategoricalDistribution(list(texts))
+            space.choice_texts[key] = texts
     return space
-
-
-def _interval(sweep: IntervalSweep) -> BaseDistribution:
-    from optuna.distributions import FloatDistribution, IntDistribution
-
-    log = "log" in sweep.tags
-    if isinstance(sweep.start, int) and isinstance(sweep.end, int):
-        return IntDistribution(sweep.start, sweep.end, log=log)
-    assert sweep.start is not None and sweep.end is not None
-    return FloatDistribution(float(sweep.start), float(sweep.end), log=log)
-
-
-def _is_int_range(sweep: RangeSweep) -> bool:
-    return all(isinstance(v, int) for v in (sweep.start, sweep.stop, sweep.step)) and (
-        int(sweep.step) > 0
-    )
-
-
-def _int_range(sweep: RangeSweep) -> BaseDistribution:
-    """``range(start, stop, step)``: Hydra's values (stop excluded) as an integer distribution."""
-    from optuna.distributions import IntDistribution
-
-    values = range(int(sweep.start or 0), int(sweep.stop or 0), int(sweep.step))
-    if not values:
-        raise ValueError(f"range({sweep.start}, {sweep.stop}, {sweep.step}) holds no value")
-    return IntDistribution(values[0], values[-1], step=values.step)
-
-
-def _categorical(override: Override) -> tuple[BaseDistribution, dict[Any, str]]:
-    from optuna.distributions import CategoricalDistribution
-
-    texts: dict[Any, str] = {}
-    for element in override.sweep_iterator():
-        held = element if isinstance(element, _PLAIN) else Transformer.str(element)
-        texts[held] = Transformer.str(element)
-    if not texts:
-        raise ValueError(f"{override.input_line} offers no value to choose from")
-    return CategoricalDistribution(list(texts)), texts

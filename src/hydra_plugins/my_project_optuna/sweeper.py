@@ -1,22 +1,16 @@
-"""An Optuna sweeper for Hydra, on Optuna's ask/tell API.
+"""An Optuna sweeper for Hydra, on Optuna's ask/tell API (Hydra's own Optuna sweeper pins
+optuna<3): `python train.py -m hparams_search=mlp`, with its config keys (``params``,
+``n_trials``, ``direction``, ``sampler``, ``storage``, ``study_name``), and:
 
-Why this exists: Hydra's own Optuna sweeper (`hydra-optuna-sweeper`, even its 1.3 release)
-pins ``optuna<3``, so it downgrades a current Optuna, and its SQLite studies need
-SQLAlchemy<2. This one keeps its command and config keys (``python train.py -m
-hparams_search=mlp``; ``hydra.sweeper.params``, ``n_trials``, ``direction``, ``sampler``,
-``storage``, ``study_name``; ``hydra.sweep.dir``) on current Optuna, and adds:
-
-- pruning: each job reports its metric per epoch through the `OptunaPruning` callback,
-  which finds its trial with :func:`~my_project.machinery.callbacks.optuna_pruning.trials_for_jobs`
+- pruning: each job reports its metric per epoch through the `OptunaPruning` callback, which
+  finds its trial through :func:`~my_project.machinery.callbacks.optuna_pruning.trials_for_jobs`
   (so jobs run in this process: Hydra's default launcher);
-- studies that survive: by default the study is a SQLite file in the sweep directory, and
-  ``n_trials`` counts its finished trials (complete or pruned), so the same command with the
-  same ``hydra.sweep.dir`` continues a killed search; the trial that was running when it was
-  killed is marked failed and does not count;
-- results: the best trials printed, ``best_params.yaml`` and plots (see _report.py).
+- studies that survive: by default a SQLite file in the sweep directory; ``n_trials`` counts
+  finished trials (complete or pruned), so the same command with the same ``hydra.sweep.dir``
+  continues a killed search, the trial it was running marked failed;
+- results: the best trials printed, ``best_params.yaml`` and plots (``_report.py``).
 
-Trial ``N`` runs in the job folder ``N`` (``hydra.job.num`` is the trial number), so folders
-stay distinct across resumes. One search process per study at a time.
+Trial ``N`` runs in the job folder ``N`` (``hydra.job.num``). One search process per study.
 """
 
 from __future__ import annotations
@@ -39,11 +33,7 @@ from ._search_space import SearchSpace, search_space
 
 if TYPE_CHECKING:
     from optuna import Study
-    from optuna.trial import FrozenTrial, Trial
-
-    from my_project.machinery.callbacks.optuna_pruning import TrialOfJob
-
-DIRECTIONS = ("minimize", "maximize")
+    from optuna.trial import Trial
 
 
 class OptunaSweeper(Sweeper):
@@ -54,42 +44,32 @@ class OptunaSweeper(Sweeper):
         params: Mapping[str, Any] | None = None,
         direction: str = "maximize",
         n_trials: int = 20,
-        n_jobs: int = 1,
         study_name: str = "search",
         storage: str | None = None,
-        sampler: Any = None,
-        pruner: Any = None,
-        enqueue: Sequence[Mapping[str, Any]] = (),
+        sampler: Any = None,  # configs with a _target_, built once the study is known
+        pruner: Any = None,  # null: never prune
+        enqueue: Sequence[Mapping[str, Any]] = (),  # parameter sets to run first
         top_trials: int = 5,
     ) -> None:
-        if direction not in DIRECTIONS:
+        if direction not in ("minimize", "maximize") or n_trials < 1:
             bad_input(
-                f"hydra.sweeper.direction={direction}: use `maximize` or `minimize` (a search "
-                "optimises one metric, `optimized_metric`)."
+                f"hydra.sweeper.direction={direction}, hydra.sweeper.n_trials={n_trials}: use "
+                "`maximize` or `minimize` (of `optimized_metric`), and at least one trial."
             )
-        if n_trials < 1 or n_jobs < 1:
-            bad_input(
-                f"hydra.sweeper.n_trials={n_trials}, hydra.sweeper.n_jobs={n_jobs}: both must "
-                "be at least 1."
-            )
-        self.params = plain(params or {})
-        self.direction = direction
-        self.n_trials = n_trials
-        self.n_jobs = n_jobs  # trials per launch: parallel for launchers that run jobs at once
-        self.study_name = study_name
-        self.storage = storage
-        self.sampler = sampler  # configs with a _target_, built in `_study`
-        self.pruner = pruner  # null: never prune
-        self.enqueue = [plain(params) for params in enqueue]  # parameter sets to run first
-        self.top_trials = top_trials
+        self.params, self.enqueue = plain(params or {}), [plain(p) for p in enqueue]
+        self.direction, self.n_trials, self.top_trials = direction, n_trials, top_trials
+        self.study_name, self.storage, self.sampler, self.pruner = (
+            study_name,
+            storage,
+            sampler,
+            pruner,
+        )
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        self.config = self._config = config
-        self.hydra_context = hydra_context
-        self._config_loader = hydra_context.config_loader
-        self.launcher = self._launcher = Plugins.instance().instantiate_launcher(
+        self._config, self._config_loader = config, hydra_context.config_loader
+        self._launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
         )
 
@@ -104,16 +84,24 @@ class OptunaSweeper(Sweeper):
         sweep_dir = Path(self._config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         study = self._study()
-        fail_interrupted_trials(study)
+        for running in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            study.tell(running.number, state=TrialState.FAIL)  # a killed search's: not counted
+            print(
+                f"Trial {running.number} was interrupted when this search last stopped: marked "
+                "failed (its run directory stays); the search goes on.",
+                flush=True,
+            )
         for params in self.enqueue:  # once: a resumed search finds them in the study
             study.enqueue_trial(params, skip_if_exists=True)
-        while (left := self.n_trials - len(finished_trials(study))) > 0:
-            trials = [study.ask(space.distributions) for _ in range(min(self.n_jobs, left))]
-            for job, job_return in self._run(study, trials, space):
-                state = self._tell(study, job, job_return)
-                print(trial_summary(study.trials[job.trial.number], self.metric), flush=True)
-                if state == TrialState.FAIL:
-                    job_return.return_value  # noqa: B018 - raises the job's own error
+        while len(finished_trials(study)) < self.n_trials:
+            trial = study.ask(space.distributions)
+            job_return, state = self._run(study, trial, space)
+            frozen = study.trials[trial.number]
+            sampled = ", ".join(f"{key}={value}" for key, value in frozen.params.items())
+            result = "" if frozen.value is None else f" {self.metric}={frozen.value:.4g}"
+            print(f"Trial {trial.number} {state.name.lower()}:{result} ({sampled})", flush=True)
+            if state == TrialState.FAIL:
+                job_return.return_value  # noqa: B018 - raises the job's own error
         report(study, sweep_dir, self.metric, self.top_trials)
         return study
 
@@ -143,39 +131,29 @@ class OptunaSweeper(Sweeper):
         study.pruner = instantiate(self.pruner) if self.pruner else optuna.pruners.NopPruner()
         return study
 
-    def _run(
-        self, study: Study, trials: Sequence[Trial], space: SearchSpace
-    ) -> list[tuple[TrialOfJob, JobReturn]]:
-        """Launch the trials as jobs numbered by trial, with their trials handed to the jobs."""
+    def _run(self, study: Study, trial: Trial, space: SearchSpace) -> tuple[JobReturn, Any]:
+        """Launch the trial as the job of its number, handed its trial; tell Optuna how it
+        ended: complete, pruned or failed."""
         from optuna.trial import TrialState
 
         from my_project.machinery.callbacks import optuna_pruning
 
-        jobs = {trial.number: optuna_pruning.TrialOfJob(trial) for trial in trials}
-        overrides = [space.overrides(trial.params) for trial in trials]
+        job = optuna_pruning.TrialOfJob(trial)
         try:
-            with optuna_pruning.trials_for_jobs(jobs):
-                returns = self._launcher.launch(overrides, initial_job_idx=trials[0].number)
-        except BaseException:  # a job's error, Ctrl-C: the trials did not finish
-            for trial in trials:
-                study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            with optuna_pruning.trials_for_jobs({trial.number: job}):
+                (job_return,) = self._launcher.launch(
+                    [space.overrides(trial.params)], initial_job_idx=trial.number
+                )
+        except BaseException:  # a job's error, Ctrl-C: the trial did not finish
+            study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             raise
-        return list(zip(jobs.values(), returns, strict=True))
-
-    def _tell(self, study: Study, job: TrialOfJob, job_return: JobReturn) -> Any:
-        """Record the job's outcome as its trial's: complete, pruned or failed."""
-        from optuna.trial import TrialState
-
-        trial = job.trial
         if job_return.hydra_cfg is not None:
             trial.set_user_attr(RUN_DIR_ATTR, str(job_return.hydra_cfg.hydra.runtime.output_dir))
-        if job_return.status != JobStatus.COMPLETED:
-            study.tell(trial, state=TrialState.FAIL)
-            return TrialState.FAIL
-        if job.pruned_at_epoch is not None:
-            study.tell(trial, state=TrialState.PRUNED)
-            return TrialState.PRUNED
-        value = job_return.return_value
+        value = job_return.return_value if job_return.status == JobStatus.COMPLETED else None
+        if job_return.status != JobStatus.COMPLETED or job.pruned_at_epoch is not None:
+            state = TrialState.FAIL if job.pruned_at_epoch is None else TrialState.PRUNED
+            study.tell(trial, state=state)
+            return job_return, state
         if value is None or not math.isfinite(float(value)):
             study.tell(trial, state=TrialState.FAIL)
             bad_input(
@@ -184,7 +162,7 @@ class OptunaSweeper(Sweeper):
                 "(e.g. val/acc_best, val/loss)."
             )
         study.tell(trial, float(value))
-        return TrialState.COMPLETE
+        return job_return, TrialState.COMPLETE
 
 
 def bad_input(message: str) -> NoReturn:
@@ -199,23 +177,3 @@ def plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
         str(key): OmegaConf.to_object(value) if OmegaConf.is_config(value) else value
         for key, value in mapping.items()
     }
-
-
-def fail_interrupted_trials(study: Study) -> None:
-    """Trials left running by a search that was killed: failed, so they do not count."""
-    from optuna.trial import TrialState
-
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study.tell(trial.number, state=TrialState.FAIL)
-        print(
-            f"Trial {trial.number} was interrupted when this search last stopped: marked "
-            "failed (its run directory stays); the search goes on.",
-            flush=True,
-        )
-
-
-def trial_summary(trial: FrozenTrial, metric: str) -> str:
-    """One line per finished trial: its state, value and parameters."""
-    params = ", ".join(f"{key}={value}" for key, value in trial.params.items())
-    value = "" if trial.value is None else f" {metric}={trial.value:.4g}"
-    return f"Trial {trial.number} {trial.state.name.lower()}:{value} ({params})"

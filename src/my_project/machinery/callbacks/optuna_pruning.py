@@ -1,15 +1,12 @@
 """Optuna pruning: report the searched metric after every validation, stop hopeless trials.
 
-optuna-integration's ``PyTorchLightningPruningCallback`` lags what a search here needs: it
-wants the Optuna trial in every process (a DDP child started by `trainer.devices=2` has
-none), and in one process it raises ``TrialPruned`` out of ``fit``, so a pruned run ends as a
-failure: no test, no ``metrics.json``, its wandb run marked failed. This callback reports
-from global rank 0 only, broadcasts the pruner's answer, and sets ``trainer.should_stop`` on
-every rank together (a rank stopping alone would leave the others waiting in a collective):
-a pruned trial ends like an early-stopped run, its run directory complete.
-
+optuna-integration's ``PyTorchLightningPruningCallback`` wants the Optuna trial in every
+process (a DDP child started by `trainer.devices=2` has none), and raises ``TrialPruned`` out
+of ``fit``, so a pruned run ends as a failure: no test, no ``metrics.json``. This callback
+reports from global rank 0 only, broadcasts the pruner's answer, and sets
+``trainer.should_stop`` on every rank together: a pruned trial ends like an early-stopped run.
 The trial comes from the sweeper (`hydra_plugins/my_project_optuna`), which runs each job in
-its own process and hands over the trial of each job number with :func:`trials_for_jobs`.
+this process and hands over the trial of each job number with :func:`trials_for_jobs`.
 """
 
 from __future__ import annotations
@@ -47,15 +44,6 @@ def trials_for_jobs(trials: Mapping[int, TrialOfJob]) -> Iterator[None]:
             _trials_by_job.pop(number, None)
 
 
-def trial_of_this_job() -> TrialOfJob | None:
-    """The trial the sweeper handed over for the running Hydra job, if any."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return None
-    return _trials_by_job.get(HydraConfig.get().job.num)
-
-
 class OptunaPruning(Callback):
     """Report ``monitor`` to the job's Optuna trial each epoch; stop every rank when pruned."""
 
@@ -65,9 +53,12 @@ class OptunaPruning(Callback):
         self._last_epoch = -1
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
         if stage != "fit" or not trainer.is_global_zero:
             return
-        self._job = trial_of_this_job()
+        job = HydraConfig.get().job.num if HydraConfig.initialized() else None
+        self._job = _trials_by_job.get(job) if job is not None else None
         if self._job is None:
             rank_zero_warn(
                 "OptunaPruning: no Optuna trial for this job in this process (a run outside "
@@ -87,12 +78,10 @@ class OptunaPruning(Callback):
                 "`optimized_metric` in the search config to one of them.",
                 every_rank=True,
             )
-        prune = False
         if self._job is not None:
             self._job.trial.report(float(value), step=epoch)
-            prune = self._job.trial.should_prune()
-        prune = trainer.strategy.broadcast(prune, src=0)  # rank 0 decides for every rank
-        if not prune:
+        prune = self._job is not None and self._job.trial.should_prune()
+        if not trainer.strategy.broadcast(prune, src=0):  # rank 0 decides for every rank
             return
         trainer.should_stop = True
         if self._job is not None:

@@ -1,14 +1,14 @@
 """Plots of every run, for any module: learning curves after fit; after test, a confusion
-matrix (classification) or predicted against true values (regression). Written as PNGs into
-the run directory and logged to every logger that takes images (wandb).
+matrix (classification) or predicted against true values (regression), one per test loader.
+Written as PNGs into the run directory and logged to every logger that takes images (wandb).
 
 The task plot needs the module's outputs on the test set. A docs-style ``test_step`` returns
-nothing, so after each test batch ``(inputs, targets, ...)`` this callback runs the module's
-``forward`` on the inputs once more (without gradients): classification when the outputs are
-one score per class and the targets class indices, or one value a sample and 0/1 targets (a
-binary classifier with one logit: a 2x2 confusion matrix, see `tasks.py`); regression when
-both are one number per sample otherwise. Anything else (a ``forward`` that needs more than the
-inputs, dict batches) gets the learning curves only, and a line in the log saying why.
+nothing, so after each test batch ``(inputs, targets, ...)`` this callback runs ``forward`` on
+the inputs once more (without gradients): classification for one score per class against
+class indices, or one value a sample against 0/1 targets (a binary classifier with one logit,
+see `tasks.py`); regression for one number a sample otherwise. Anything else (a ``forward``
+that needs more than the inputs, dict batches) gets the learning curves only, and a line in
+the log saying why.
 """
 
 from __future__ import annotations
@@ -39,73 +39,53 @@ log = logging.getLogger(__name__)
 def log_image(trainer: Trainer, key: str, path: Path) -> None:
     """Send a PNG to the loggers that have Lightning's ``log_image`` (wandb; CSV has none)."""
     for logger in trainer.loggers:
-        send = getattr(logger, "log_image", None)
-        if callable(send):
-            send(key=key, images=[str(path)])
+        if callable(getattr(logger, "log_image", None)):
+            logger.log_image(key=key, images=[str(path)])  # type: ignore[attr-defined]
 
 
 class PlotCallback(Callback):
     """Keeps a per-epoch history of the epoch-level metrics, plots it, and plots the test set.
 
     Every value the module logs in training or validation is recorded once an epoch: its
-    epoch value (``on_epoch``, Lightning's mean or sum), or, for a value logged per step only
-    (``self.log_dict({"g_loss": ...})`` in a GAN's step), the mean of its steps, kept here
-    (a sum on the device, no host sync). A name with a stage (``train_loss``, ``val/acc``)
-    goes into that stage's line; one without (``g_loss``, ``lr``) into the stage whose hooks
-    logged it. Validation metrics are recorded when validation ends. Lightning calls
-    callbacks' ``on_train_epoch_end`` before the module's, where epoch-level train metrics are
-    often logged, so those are recorded when the next epoch starts, at fit end, or when an
-    epoch-end checkpoint is written. The history (and the step sums of the epoch under way)
-    is part of the checkpoint, so a resumed run plots the whole run.
+    epoch value (``on_epoch``), or, for a value logged per step only (a GAN's ``g_loss``), the
+    mean of its steps, kept here (a sum on the device, no host sync). A name with a stage
+    (``train_loss``, ``val/acc``) goes into that stage's line; one without (``g_loss``, ``lr``)
+    into the stage whose hooks logged it. Validation metrics are recorded when validation
+    ends; train metrics (often logged in the module's ``on_train_epoch_end``, which Lightning
+    calls after the callbacks') when the next epoch starts, at fit end, or when an epoch-end
+    checkpoint is written. The history is part of the checkpoint: a resumed run plots it all.
     """
 
-    def __init__(
-        self,
-        dirpath: str,
-        curves_name: str = "learning_curves.png",
-        confusion_name: str = "confusion_matrix.png",
-        predictions_name: str = "predictions.png",
-        max_test_samples: int = 100_000,
-    ) -> None:
+    def __init__(self, dirpath: str, max_test_samples: int = 100_000) -> None:
         self.dirpath = Path(dirpath)
-        self.curves_name = curves_name
-        self.confusion_name = confusion_name
-        self.predictions_name = predictions_name
         self.max_test_samples = max_test_samples
         self.history: list[dict[str, float]] = []
         self._step_sums: dict[str, tuple[Tensor, int]] = {}  # per-step values of this epoch
         self._last_seen: dict[str, Tensor] = {}
-        self._outputs: list[Tensor] = []
-        self._targets: list[Tensor] = []
+        self._test: dict[int, tuple[list[Tensor], list[Tensor]]] = {}  # per test loader
         self._skip_reason: str | None = None
 
-    # -- learning curves -----------------------------------------------------------------
     def _record(self, trainer: Trainer, epoch: int, stage: str) -> None:
-        if epoch < 0:
-            return
         results = validation_results(trainer) if stage == "val" else training_results(trainer)
-        metrics = trainer.callback_metrics
         values = {}
-        for entry in logged_entries(results):
+        for entry in logged_entries(results) if epoch >= 0 else []:
             name = logged_name(entry)
-            value: Any = metrics.get(name) if entry.meta.on_epoch else None
+            value = trainer.callback_metrics.get(name) if entry.meta.on_epoch else None
             if value is None and stage == "train" and name in self._step_sums:
                 total, count = self._step_sums[name]
                 value = total / count
-            if not isinstance(value, Tensor) or value.numel() != 1:
-                continue
             parts = split_metric_name(name)
-            if parts is not None and parts[0] == "test":
-                continue
-            values[name if parts is not None else f"{stage}/{name}"] = float(value)
-        if not values:
-            return
-        row = next((r for r in self.history if r["epoch"] == epoch), None)
-        if row is None:
-            row = {"epoch": epoch}
-            self.history.append(row)
-            self.history.sort(key=lambda r: r["epoch"])
-        row.update(values)
+            if isinstance(value, Tensor) and value.numel() == 1 and (parts or ("",))[0] != "test":
+                values[name if parts is not None else f"{stage}/{name}"] = float(value)
+        if values:
+            row: dict[str, float] | None = next(
+                (r for r in self.history if r["epoch"] == epoch), None
+            )
+            if row is None:
+                row = {"epoch": epoch}
+                self.history.append(row)
+                self.history.sort(key=lambda r: r["epoch"])
+            row.update(values)
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, idx: int
@@ -113,8 +93,7 @@ class PlotCallback(Callback):
         """Sum the values logged per step only (a tensor add on their device; no sync)."""
         for entry in logged_entries(training_results(trainer)):
             per_step = entry.is_tensor and not entry.meta.on_epoch and not entry.has_reset
-            value = entry.value if per_step else None
-            name = logged_name(entry)
+            value, name = entry.value if per_step else None, logged_name(entry)
             if not isinstance(value, Tensor) or value is self._last_seen.get(name):
                 continue  # not a per-step value, or not logged (again) at this step
             self._last_seen[name] = value
@@ -145,15 +124,19 @@ class PlotCallback(Callback):
         self._record(trainer, trainer.current_epoch - 1, "train")
         if not trainer.is_global_zero or not self.history:
             return
-        monitor, mode = _monitored(trainer)
+        # the best checkpoint's metric, marked at its best epoch
+        best = [c for c in trainer.checkpoint_callbacks if getattr(c, "monitor", None)]
+        monitor, mode = (best[0].monitor, best[0].mode) if best else (None, "min")  # type: ignore[attr-defined]
         self.dirpath.mkdir(parents=True, exist_ok=True)
-        path = plot_learning_curves(self.history, self.dirpath / self.curves_name, monitor, mode)
-        if path is not None:
-            log_image(trainer, "plots/learning_curves", path)
+        curves = plot_learning_curves(
+            self.history, self.dirpath / "learning_curves.png", monitor, mode
+        )
+        if curves is not None:
+            log_image(trainer, "plots/learning_curves", curves)
 
-    # -- the test set: confusion matrix or predicted against true -------------------------
+    # -- the test set: confusion matrix or predicted against true, per loader ----------------
     def on_test_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._outputs, self._targets, self._skip_reason = [], [], None
+        self._test, self._skip_reason = {}, None
 
     def on_test_batch_end(
         self,
@@ -164,65 +147,63 @@ class PlotCallback(Callback):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        if self._skip_reason is not None or dataloader_idx:
-            return
-        if sum(len(t) for t in self._targets) >= self.max_test_samples:
+        kept, targets = self._test.setdefault(dataloader_idx, ([], []))
+        if self._skip_reason is not None or sum(map(len, targets)) >= self.max_test_samples:
             return
         if not (isinstance(batch, (list, tuple)) and len(batch) >= 2):
             self._skip_reason = "test batches are not (inputs, targets, ...)"
             return
-        inputs, targets = batch[0], batch[1]
         try:
             with torch.no_grad():
-                predicted = pl_module(inputs)
+                predicted = pl_module(batch[0])
         except Exception as error:  # a forward that takes more than the inputs
             self._skip_reason = f"forward(inputs) failed ({type(error).__name__}: {error})"
             return
-        if not (isinstance(predicted, Tensor) and isinstance(targets, Tensor)):
+        if not (isinstance(predicted, Tensor) and isinstance(batch[1], Tensor)):
             self._skip_reason = "forward(inputs) or the targets are not tensors"
             return
-        self._outputs.append(predicted.detach().float().cpu())
-        self._targets.append(targets.detach().cpu())
+        kept.append(predicted.detach().float().cpu())
+        targets.append(batch[1].detach().cpu())
 
     def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        if trainer.sanity_checking:
-            return
         # Every rank takes part in the gather (a collective), whatever it collected.
-        gathered = gather_from_ranks((self._outputs, self._targets, self._skip_reason))
+        gathered = gather_from_ranks((self._test, self._skip_reason))
         if not trainer.is_global_zero:
             return
-        reasons = [reason for _, _, reason in gathered if reason]
-        outputs = [t for outs, _, _ in gathered for t in outs]
-        targets = [t for _, tgts, _ in gathered for t in tgts]
-        if reasons or not outputs:
+        reasons = [reason for _, reason in gathered if reason]
+        loaders = sorted({index for test, _ in gathered for index in test})
+        for index in loaders if not reasons else []:
+            outputs = [t for test, _ in gathered for t in test.get(index, ([], []))[0]]
+            targets = [t for test, _ in gathered for t in test.get(index, ([], []))[1]]
+            if outputs:
+                name = f"_dataloader_{index}" if index else ""
+                where = f", loader {index}" if len(loaders) > 1 else ""
+                self._plot_test(trainer, torch.cat(outputs), torch.cat(targets), name, where)
+        if reasons or not loaders:
             log.info(f"Plots: no test-set plot ({reasons[0] if reasons else 'no test batches'}).")
-            return
-        self._plot_test(trainer, torch.cat(outputs), torch.cat(targets))
 
-    def _plot_test(self, trainer: Trainer, outputs: Tensor, targets: Tensor) -> None:
+    def _plot_test(
+        self, trainer: Trainer, outputs: Tensor, targets: Tensor, name: str, where: str
+    ) -> None:
         self.dirpath.mkdir(parents=True, exist_ok=True)
         per_sample = outputs.reshape(len(outputs), -1)
         probabilities = binary_probabilities(outputs, targets)
-        if probabilities is not None:  # one logit (or probability) and 0/1 labels
-            matrix = confusion_matrix(
-                (probabilities > 0.5).long().numpy(), targets.long().numpy(), 2
-            )
-            path = plot_confusion_matrix(matrix, self.dirpath / self.confusion_name)
-            log_image(trainer, "plots/confusion_matrix", path)
-        elif per_sample.shape[1] > 1 and not targets.is_floating_point() and targets.dim() == 1:
-            classes = per_sample.shape[1]
-            matrix = confusion_matrix(
-                per_sample.argmax(dim=1).numpy(), targets.clamp(0, classes - 1).numpy(), classes
-            )
-            path = plot_confusion_matrix(matrix, self.dirpath / self.confusion_name)
-            log_image(trainer, "plots/confusion_matrix", path)
+        integers = not targets.is_floating_point() and targets.dim() == 1
+        classes = per_sample.shape[1] > 1 and integers
+        if probabilities is not None or classes:  # class scores, or one logit and 0/1 labels
+            if probabilities is not None:
+                predicted, true, count = (probabilities > 0.5).long(), targets.long(), 2
+            else:
+                count = per_sample.shape[1]
+                predicted, true = per_sample.argmax(dim=1), targets.clamp(0, count - 1)
+            matrix = confusion_matrix(predicted.numpy(), true.numpy(), count)
+            path = self.dirpath / f"confusion_matrix{name}.png"
+            plot_confusion_matrix(matrix, path, where=where)
+            log_image(trainer, f"plots/confusion_matrix{name}", path)
         elif per_sample.shape[1] == 1 and targets.numel() == len(outputs):
-            path = plot_predicted_vs_true(
-                per_sample[:, 0].numpy(),
-                targets.float().numpy(),
-                self.dirpath / self.predictions_name,
-            )
-            log_image(trainer, "plots/predictions", path)
+            path = self.dirpath / f"predictions{name}.png"
+            plot_predicted_vs_true(per_sample[:, 0].numpy(), targets.float().numpy(), path, where)
+            log_image(trainer, f"plots/predictions{name}", path)
         else:
             log.info(
                 f"Plots: no test-set plot for outputs of shape {tuple(outputs.shape)} and targets "
@@ -236,12 +217,3 @@ class PlotCallback(Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.history = list(state_dict.get("history", []))
         self._step_sums = dict(state_dict.get("step_sums", {}))
-
-
-def _monitored(trainer: Trainer) -> tuple[str | None, str]:
-    """The metric the best-checkpoint callback monitors, and whether higher is better."""
-    for callback in trainer.checkpoint_callbacks:
-        monitor = getattr(callback, "monitor", None)
-        if monitor:
-            return str(monitor), str(getattr(callback, "mode", "min"))
-    return None, "min"

@@ -1,30 +1,18 @@
-"""Throughput of any module and batch: Lightning's ``ThroughputMonitor``, plus FLOPs and one
-closing line.
-
-Lightning's callback needs a function that counts a batch's samples, and a ``flops_per_batch``
-attribute on the module for FLOPs (it warns on every run of a module without one). Here the
-samples are counted in any batch (the first tensor's length), and where the module has an
-``example_input_array`` its forward FLOPs per sample are measured once (torch's FLOP counter,
-Lightning's ``measure_flops``, in eval mode and without gradients, so nothing of the run
-changes) and given to Lightning for each batch: forward for validation and test, forward and
-backward (three times forward, the usual estimate) for training. Lightning logs
-``train|val|test/device/samples_per_sec`` (and ``.../flops_per_sec``) to every logger; the
-run's averages over all its batches end its output (`record.finish`).
+"""Throughput of any module: Lightning's ``ThroughputMonitor`` with a ``batch_size_fn`` for any
+batch, and ``flops_per_batch`` set on the module where it has an ``example_input_array``: one
+sample's forward FLOPs, measured once (Lightning's ``measure_flops``, eval mode, no gradients),
+times three in training (backward: two products for each of the forward's). The run's averages
+end its output (`record.finish`, :meth:`Throughput.summary`).
 """
 
 from __future__ import annotations
 
-import warnings
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ThroughputMonitor
-from lightning.pytorch.trainer.states import RunningStage
-
-# What a training step costs in FLOPs, as a multiple of the forward pass: the backward pass
-# computes two products for each of the forward's (gradients of inputs and of weights).
-TRAINING_FLOPS_PER_FORWARD = 3
 
 
 def samples_in(batch: Any) -> int:
@@ -50,78 +38,73 @@ class Throughput(ThroughputMonitor):
 
     def __init__(self, window_size: int = 10, **kwargs: Any) -> None:
         super().__init__(batch_size_fn=samples_in, window_size=window_size, **kwargs)
-        self._forward_flops: float | None = None  # per sample; None: not measured (yet)
+        self.forward_flops: float | None = None  # per sample, measured at the first setup
         self._measured = False
-        self._world_size = 1
         self.rates: dict[str, dict[str, float]] = {}  # stage: samples/s (and FLOP/s) overall
-        # A module without FLOPs is the common case, not a mistake: Lightning's warning goes.
-        warnings.filterwarnings("ignore", message=r"When using the `ThroughputMonitor`, you need")
+        self._counts: dict[str, list[float]] = {}  # stage: [start, samples, paused seconds]
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
-        self._world_size = trainer.world_size
-
-    def _set_flops(self, pl_module: LightningModule, batch: Any, per_forward: int) -> None:
         if not self._measured:
-            self._measured = True
-            self._forward_flops = forward_flops_per_sample(pl_module)
-        if self._forward_flops is not None:  # read by Lightning's ThroughputMonitor
-            flops = int(self._forward_flops * per_forward * samples_in(batch))
-            setattr(pl_module, "flops_per_batch", flops)  # noqa: B010 (not a module attribute)
+            self.forward_flops, self._measured = forward_flops_per_sample(pl_module), True
+        if self.forward_flops is None and not hasattr(pl_module, "flops_per_batch"):
+            setattr(pl_module, "flops_per_batch", None)  # noqa: B010 - no FLOPs, no warning
 
-    def on_train_batch_start(
-        self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
-    ) -> None:
-        self._set_flops(pl_module, batch, TRAINING_FLOPS_PER_FORWARD)
+    def _count(self, trainer: Trainer, pl_module: LightningModule, batch: Any, stage: str) -> None:
+        per_forward = 3 if stage == "training" else 1
+        if self.forward_flops is not None:  # read by Lightning's ThroughputMonitor
+            flops = int(self.forward_flops * per_forward * samples_in(batch))
+            setattr(pl_module, "flops_per_batch", flops)  # noqa: B010 - not a module attribute
+        if stage in self._counts:
+            self._counts[stage][1] += samples_in(batch) * trainer.world_size
 
-    def on_validation_batch_start(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        self._set_flops(pl_module, batch, 1)
+    def on_train_start(self, trainer: Trainer, *args: Any) -> None:
+        super().on_train_start(trainer, *args)
+        self._counts["training"] = [time.perf_counter(), 0, 0.0]
 
-    def on_test_batch_start(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        self._set_flops(pl_module, batch, 1)
+    def on_train_batch_start(self, trainer: Trainer, module: Any, batch: Any, *_: Any) -> None:
+        self._count(trainer, module, batch, "training")
+
+    def on_validation_batch_start(self, trainer: Trainer, module: Any, batch: Any, *_: Any) -> None:
+        self._count(trainer, module, batch, "validation")
+
+    def on_test_batch_start(self, trainer: Trainer, module: Any, batch: Any, *_: Any) -> None:
+        self._count(trainer, module, batch, "test")
+
+    def on_validation_start(self, trainer: Trainer, *args: Any) -> None:
+        super().on_validation_start(trainer, *args)
+        self._paused = time.perf_counter()  # training's time leaves validation out
+
+    def on_validation_end(self, trainer: Trainer, *args: Any) -> None:
+        super().on_validation_end(trainer, *args)
+        if "training" in self._counts:
+            self._counts["training"][2] += time.perf_counter() - self._paused
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._record("training", RunningStage.TRAINING, TRAINING_FLOPS_PER_FORWARD)
+        self._record("training", 3)
+
+    def on_test_start(self, trainer: Trainer, *args: Any) -> None:
+        super().on_test_start(trainer, *args)
+        self._counts["test"] = [time.perf_counter(), 0, 0.0]
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._record("test", RunningStage.TESTING, 1)
+        self._record("test", 1)
 
-    def _record(self, name: str, stage: RunningStage, per_forward: int) -> None:
-        # Lightning's totals for the stage: its time leaves validation out of training's.
-        counter = self._throughputs.get(stage)
-        try:
-            totals = counter.compute() if counter is not None else None
-        except IndexError:  # no batch of this stage ran
-            return
-        if not totals or totals["time"] <= 0:
-            return
-        samples_per_second = totals["samples"] * self._world_size / totals["time"]
-        rates = {"samples_per_sec": samples_per_second}
-        if self._forward_flops is not None:
-            rates["flops_per_sec"] = samples_per_second * self._forward_flops * per_forward
-        self.rates[name] = rates
+    def _record(self, stage: str, per_forward: int) -> None:
+        start, samples, paused = self._counts.pop(stage, (0.0, 0, 0.0))
+        seconds = time.perf_counter() - start - paused
+        if samples and seconds > 0:
+            rates = self.rates[stage] = {"samples_per_sec": samples / seconds}
+            if self.forward_flops is not None:
+                rates["flops_per_sec"] = rates["samples_per_sec"] * self.forward_flops * per_forward
 
     def summary(self) -> str | None:
         """``Throughput: training 41,234 samples/s (0.123 GFLOP/s); test ...``, or None."""
         parts = []
-        for name, rates in self.rates.items():
+        for stage, rates in self.rates.items():
             flops = rates.get("flops_per_sec")
             extra = f" ({flops / 1e9:.3g} GFLOP/s)" if flops is not None else ""
-            parts.append(f"{name} {rates['samples_per_sec']:,.0f} samples/s{extra}")
+            parts.append(f"{stage} {rates['samples_per_sec']:,.0f} samples/s{extra}")
         return f"Throughput: {'; '.join(parts)}." if parts else None
 
 

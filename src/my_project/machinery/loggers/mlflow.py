@@ -1,11 +1,6 @@
-"""MLflow, with no server to start: a store in the run directory, or the tracking server that
-``MLFLOW_TRACKING_URI`` names.
-
-Lightning's ``MLFlowLogger`` logs the parameters (the run's config, masked, as `record.start`
-gives it to every logger, plus the model's hyperparameters) and the metrics; the config file
-and the best checkpoint go up as artifacts with `callbacks/mlflow_artifacts`. Under DDP only
-rank 0 logs (Lightning's ``rank_zero_experiment``): one MLflow run per training.
-"""
+"""MLflow with no server to start: Lightning's ``MLFlowLogger`` into a store in the run
+directory, or to the tracking server ``MLFLOW_TRACKING_URI`` names (the config file and the
+best checkpoint go up with `callbacks/mlflow_artifacts`). Under DDP only rank 0 logs."""
 
 from __future__ import annotations
 
@@ -17,7 +12,7 @@ from urllib.parse import urlparse
 from lightning.pytorch.utilities import rank_zero_info
 
 from ..errors import UserError, require_extra
-from .wandb import wandb_reachable
+from .wandb import reachable
 
 
 def shown_uri(uri: str) -> str:
@@ -54,7 +49,7 @@ def mlflow_logger(
         rank_zero_info(f"MLflow: logging to {store / 'mlflow.db'} (no MLFLOW_TRACKING_URI set).")
     else:
         if urlparse(uri).scheme in ("http", "https"):
-            unreachable = wandb_reachable(uri)  # a TCP check, nothing wandb-specific
+            unreachable = reachable(uri)
             if unreachable:
                 raise UserError(
                     f"The MLflow tracking server {shown_uri(uri)} cannot be reached "

@@ -1,24 +1,16 @@
-"""eval.py and predict.py, given a checkpoint: the model and data of the run that wrote it.
-
-`python eval.py ckpt_path=logs/train/runs/<run>/checkpoints/best.ckpt` should evaluate that
-checkpoint as it was trained, whatever model and data it was trained with, without retyping
-`model=... data=...` (a team's own module is not the entry config's default). The run's
-resolved config is beside its checkpoints (`record.start` writes `config.yaml`); its `model`
-and `data` replace the entry config's defaults, unless the command line names them.
-
-The model itself is always rebuilt from the checkpoint's own hyperparameters, so a model
-setting on the command line (``model/net=mlp`` for a CNN's checkpoint) cannot change it: one
-that differs from the checkpoint's is refused in one line, rather than ignored while the
-printed config shows it; the config that is printed and saved is the checkpoint's model.
+"""eval.py, predict.py, serve.py and export.py, given a checkpoint, take the `model` and `data`
+of the run that wrote it (its `config.yaml`, beside `checkpoints/`) unless the command line
+names them. The model is rebuilt from the checkpoint's own hyperparameters, so a model setting
+on the command line that differs from them is refused rather than silently ignored.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ..distributed import is_rank_zero
 from ..errors import UserError
@@ -29,30 +21,29 @@ from .hydra_errors import describe_yaml_error
 GROUPS = ("model", "data")
 
 
-def groups_on_command_line() -> set[str]:
-    """The config groups the command line overrides (`data.batch_size=8` names `data`)."""
+def command_line() -> list[str] | None:
+    """The command line's overrides; None for a config composed by code."""
     from hydra.core.hydra_config import HydraConfig
 
-    if not HydraConfig.initialized():
-        return set(GROUPS)  # composed by code, not by a command: take the config as it is
-    return {re.split(r"[./@]", override_key(o))[0] for o in HydraConfig.get().overrides.task}
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else None
 
 
 def use_checkpoint_run(cfg: DictConfig, ckpt_path: str) -> list[str]:
     """Replace ``cfg.model`` and ``cfg.data`` by those of the run that wrote ``ckpt_path``,
-    where the command line names neither; return the groups replaced. Then the model's
-    settings on the command line are checked against the checkpoint's
-    (:func:`use_checkpoint_model`)."""
-    taken = _take_run_config(cfg, ckpt_path)
-    use_checkpoint_model(cfg, ckpt_path)
+    where the command line names neither; check the model settings on the command line
+    against the checkpoint's hyperparameters. Returns the groups replaced."""
+    overrides = command_line()
+    named = {re.split(r"[./@]", override_key(o))[0] for o in overrides or []}
+    wanted = [] if overrides is None else [group for group in GROUPS if group not in named]
+    saved_path = Path(ckpt_path).resolve().parent.parent / "config.yaml"
+    taken: list[str] = []
+    if wanted and saved_path.is_file():
+        taken = _take(cfg, ckpt_path, saved_path, wanted)
+    use_checkpoint_model(cfg, ckpt_path, overrides or [])
     return taken
 
 
-def _take_run_config(cfg: DictConfig, ckpt_path: str) -> list[str]:
-    saved_path = Path(ckpt_path).resolve().parent.parent / "config.yaml"
-    wanted = [g for g in GROUPS if g not in groups_on_command_line()]
-    if not wanted or not saved_path.is_file():
-        return []
+def _take(cfg: DictConfig, ckpt_path: str, saved_path: Path, wanted: list[str]) -> list[str]:
     try:
         saved = OmegaConf.load(saved_path)
     except Exception as error:  # yaml's ParserError, ScannerError; a file that is not text
@@ -63,7 +54,7 @@ def _take_run_config(cfg: DictConfig, ckpt_path: str) -> list[str]:
         )
         raise UserError(
             f"{problem}. It is the config of the run that wrote {ckpt_path}, read for the model "
-            f"and data to use: fix or remove it, or name them yourself (`model=<name> "
+            "and data to use: fix or remove it, or name them yourself (`model=<name> "
             "data=<name>`)."
         ) from error
     if not isinstance(saved, DictConfig):
@@ -87,35 +78,30 @@ def _take_run_config(cfg: DictConfig, ckpt_path: str) -> list[str]:
     return taken
 
 
-def typed_model_overrides() -> list[str]:
-    """The command line's overrides of the model's settings (`model.lr=...`, `model/net=mlp`;
-    not `model=<name>` nor `model._target_=...`, which pick the class the checkpoint is loaded
-    into: a subclass with its own `predict_step`, say)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return []
-    return [
-        o
-        for o in HydraConfig.get().overrides.task
-        if re.match(r"[+~]*model[./]", o.lstrip()) and override_key(o) != "model._target_"
-    ]
-
-
-def use_checkpoint_model(cfg: DictConfig, ckpt_path: str) -> None:
-    """Model settings on the command line that differ from the checkpoint's hyperparameters
-    are a UserError; ``cfg.model`` then becomes the checkpoint's model (what is evaluated, as
-    the printed config and the loggers show it)."""
+def use_checkpoint_model(cfg: DictConfig, ckpt_path: str, overrides: list[str]) -> None:
+    """Model settings among ``overrides`` (`model.lr=...`, `model/net=mlp`; not `model=<name>`
+    nor `model._target_=...`, which pick the class the checkpoint is loaded into) that differ
+    from the checkpoint's hyperparameters are a UserError; ``cfg.model`` then becomes the
+    checkpoint's model (what runs, as the printed config and the loggers show it)."""
     from ..preflight.checkpoint import read_checkpoint
 
     recorded = read_checkpoint(ckpt_path).get("hyper_parameters")
     if not isinstance(recorded, dict):
         return
     script = cfg.get("task_name", "eval")
-    for override in typed_model_overrides():
+    for override in overrides:
         key = override_key(override).replace("/", ".")
-        wanted = _plain(OmegaConf.select(cfg, key, default=None))
-        found, saved = _lookup(recorded, key.split(".")[1:])
+        if not re.match(r"[+~]*model[./]", override.lstrip()) or key == "model._target_":
+            continue
+        wanted = OmegaConf.select(cfg, key, default=None)
+        if OmegaConf.is_config(wanted):
+            wanted = OmegaConf.to_container(wanted, resolve=True)
+        found, saved = True, cast(Any, recorded)
+        for part in key.split(".")[1:]:
+            found = isinstance(saved, dict) and part in saved
+            saved = saved[part] if found else None
+            if not found:
+                break
         if found and _same(wanted, saved):
             continue
         what = f"`{key[len('model.') :]}` is {_show(saved)}" if found else "it has no such setting"
@@ -124,28 +110,12 @@ def use_checkpoint_model(cfg: DictConfig, ckpt_path: str) -> None:
             f"own hyperparameters ({ckpt_path}), where {what}. Drop `{override}` to use the "
             "checkpoint's model as trained, or pass a checkpoint of a model trained with it."
         )
-    target = OmegaConf.select(cfg, "model._target_", default=None)
     try:
-        model = OmegaConf.create({"_target_": target, **recorded})
+        model = OmegaConf.create({"_target_": cfg.model.get("_target_"), **recorded})
     except Exception:  # hyperparameters a config cannot hold (objects): keep the config
         return
     with open_dict(cfg):
         cfg.model = model
-
-
-def _lookup(mapping: Any, path: list[str]) -> tuple[bool, Any]:
-    current = mapping
-    for part in path:
-        if not isinstance(current, dict) or part not in current:
-            return False, None
-        current = current[part]
-    return True, current
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(value, resolve=True)
-    return value
 
 
 def _same(a: Any, b: Any) -> bool:

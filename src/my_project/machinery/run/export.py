@@ -1,14 +1,7 @@
-"""Export: `python export.py ckpt_path=PATH format=onnx` writes the model as an ONNX file.
-
-The model and data are those of the run that wrote the checkpoint (`checkpoint_config.py`).
-Its ``forward`` is exported with Lightning's ``to_onnx`` (torch's exporter, ``dynamo=True``)
-from two inputs of the data's ``split`` (the input's shape and dtype as the data gives them;
-any batch size), then ONNX Runtime runs the file on every input of that split and its outputs
-are compared with PyTorch's: the largest difference is printed, and must be within ``atol +
-rtol * |PyTorch's|``. Only then is the file put in place (``model.onnx`` in the run
-directory), so a failed export or check leaves nothing. A module the exporter cannot take
-stops with one paragraph naming the operation. (TorchScript, deprecated in Lightning 2.6, is
-left out.)
+"""Export: `python export.py ckpt_path=PATH format=onnx` writes the checkpoint's ``forward``
+as ONNX (Lightning's ``to_onnx``, torch's exporter, any batch size), then ONNX Runtime runs it
+on every input of the data's ``split``: within ``atol + rtol * |PyTorch's|`` of PyTorch's, it
+is put in the run directory, else nothing is. What the exporter cannot take is one paragraph.
 """
 
 from __future__ import annotations
@@ -21,7 +14,6 @@ import re
 import shutil
 import tempfile
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +22,6 @@ from omegaconf import DictConfig
 from ..errors import UserError, require_extra
 from . import entry
 from .checkpoint_config import use_checkpoint_run
-
-FORMATS = ("onnx",)
 
 
 def export(cfg: DictConfig) -> Path:
@@ -42,8 +32,8 @@ def export(cfg: DictConfig) -> Path:
     from .. import preflight
     from ..config import print_config_tree
     from . import build
-    from .input_signature import batch_inputs, signature_of
-    from .predict import split_loader
+    from .predict import inputs_of, split_loaders
+    from .serve import signature_of
 
     entry.register()
     ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
@@ -52,7 +42,7 @@ def export(cfg: DictConfig) -> Path:
     check_format(cfg.format)
     config = build.masked_config(cfg)  # build
     model = build.load_model(cfg.model._target_, ckpt_path).eval()
-    batches = [batch_inputs(batch) for batch in split_loader(cfg, model)]
+    batches = [inputs_of(batch) for loader in split_loaders(cfg, model) for batch in loader]
     source = f"the {cfg.split} split of its data"
     if not batches:
         raise UserError(f"The {source} is empty: pick another `split=` (train, val or test).")
@@ -78,34 +68,24 @@ def export(cfg: DictConfig) -> Path:
 
 
 def check_format(name: str) -> None:
-    if name in FORMATS:
+    if name == "onnx":
         return
     why = " (TorchScript is deprecated in Lightning 2.6)" if "script" in str(name).lower() else ""
     raise UserError(f"format={name} is not one export.py writes{why}; pass format=onnx.")
 
 
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """The exporter's progress lines and warnings (e.g. that torchvision is not installed,
-    for its operators) kept off the screen: what matters is said once, afterwards."""
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        logging.disable(logging.WARNING)
-        try:
-            yield
-        finally:
-            logging.disable(logging.NOTSET)
-
-
 def export_onnx(model: Any, sample: Any, path: Path) -> None:
     """``model.forward`` to ``path`` (one file), traced on ``sample``, any batch size; a
-    :class:`UserError` naming what the exporter could not take."""
+    :class:`UserError` naming what the exporter could not take. The exporter's progress lines
+    and warnings stay off the screen: what matters is said once, afterwards."""
     import torch
 
     with torch.no_grad():
-        output = model(sample)
-    names = {"output_names": ["output"]} if isinstance(output, torch.Tensor) else {}
+        names = {"output_names": ["output"]} if isinstance(model(sample), torch.Tensor) else {}
+    quiet = io.StringIO()
     try:
-        with quiet():
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            logging.disable(logging.WARNING)
             model.to_onnx(
                 path,
                 sample,
@@ -118,46 +98,40 @@ def export_onnx(model: Any, sample: Any, path: Path) -> None:
             )
     except Exception as error:
         raise UserError(unexportable(model, error)) from error
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def unexportable(model: Any, error: BaseException) -> str:
-    """One paragraph: what in ``model`` the exporter could not take, and what to do."""
+    """One paragraph: the operation the exporter has no translation for, or the module's own
+    line torch.export could not trace, and what to do."""
     name = type(model).__name__
-    chain = []
+    chain: list[BaseException] = []
     while error is not None and error not in chain:
         chain.append(error)
         error = error.__cause__ or error.__context__  # type: ignore[assignment]
-    innermost = chain[-1]
-    reason = str(innermost).strip().splitlines()[0][:200] if str(innermost).strip() else ""
     for link in chain:
-        found = re.search(r"OpOverload\(op='([^']+)'", str(link))
-        if found:
+        if found := re.search(r"OpOverload\(op='([^']+)'", str(link)):
             return (
                 f"{name} cannot be exported to ONNX: torch's exporter has no ONNX translation "
                 f"for the operation `{found[1]}` in its forward. Compute that step with other "
                 "operations, or move it out of forward (e.g. into predict_step), and export again."
             )
-    where = _user_code(model, chain)
-    return (
-        f"{name} cannot be exported to ONNX: torch.export cannot trace "
-        f"{where or 'its forward'} ({type(innermost).__name__}: {reason}). Write forward without "
-        "it (e.g. torch.where for a branch on tensor values), or leave the step out of forward, "
-        "and export again."
-    )
-
-
-def _user_code(model: Any, chain: list[BaseException]) -> str:
-    """The module's own line the export failed in, if it shows in a traceback."""
-    try:
+    where = "its forward"
+    with contextlib.suppress(TypeError):
         source = inspect.getsourcefile(type(model))
-    except TypeError:
-        return ""
-    for link in reversed(chain):
-        frames = [f for f in traceback.extract_tb(link.__traceback__) if f.filename == source]
-        if frames:
-            frame = frames[-1]
-            return f"`{frame.line}` ({Path(frame.filename).name}:{frame.lineno}, in {frame.name})"
-    return ""
+        frames = [f for link in chain for f in traceback.extract_tb(link.__traceback__)]
+        mine = [f for f in frames if f.filename == source]
+        if mine:
+            line = mine[-1]
+            where = f"`{line.line}` ({Path(line.filename).name}:{line.lineno}, in {line.name})"
+    innermost = str(chain[-1]).strip()
+    reason = innermost.splitlines()[0][:200] if innermost else ""
+    return (
+        f"{name} cannot be exported to ONNX: torch.export cannot trace {where} "
+        f"({type(chain[-1]).__name__}: {reason}). Write forward without it (e.g. torch.where "
+        "for a branch on tensor values), or leave the step out of forward, and export again."
+    )
 
 
 def check_with_onnxruntime(path: Path, model: Any, inputs: Any, atol: float, rtol: float) -> float:
@@ -166,9 +140,11 @@ def check_with_onnxruntime(path: Path, model: Any, inputs: Any, atol: float, rto
     import numpy as np
     import onnxruntime
     import torch
+    from lightning_utilities.core.apply_func import apply_to_collection
 
+    expected: list[np.ndarray] = []  # forward's tensors, in the order the ONNX file lists them
     with torch.no_grad():
-        expected = [t.detach().cpu().numpy() for t in _leaves(model(inputs))]
+        apply_to_collection(model(inputs), torch.Tensor, lambda t: expected.append(t.numpy()))
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     got = session.run(None, {"input": inputs.numpy()})
     if len(got) != len(expected):
@@ -188,13 +164,6 @@ def check_with_onnxruntime(path: Path, model: Any, inputs: Any, atol: float, rto
             "If that is close enough for you, export again with larger `atol=` and `rtol=`."
         )
     return worst
-
-
-def _leaves(output: Any) -> list[Any]:
-    """The tensors of ``forward``'s output in the order the ONNX file lists them."""
-    import torch.utils._pytree as pytree
-
-    return [leaf for leaf in pytree.tree_leaves(output) if hasattr(leaf, "numpy")]
 
 
 def main() -> None:

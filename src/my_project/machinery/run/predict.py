@@ -1,17 +1,14 @@
-"""Prediction: `python predict.py ckpt_path=PATH` writes what a checkpoint's model predicts.
+"""Prediction: `python predict.py ckpt_path=PATH` writes what a checkpoint's model predicts,
+for a split of `data` (`split=test`) or the inputs of a numpy file (`input_path=x.npy`), as
+``predictions.csv`` in the run directory. The model and data are the run's that wrote it.
 
-For a split of `data` (`split=test`, the default; `train` or `val`) or for the inputs in a
-numpy file (`input_path=x.npy`), in a fixed order, into ``predictions.csv`` in the run
-directory. The model is rebuilt from the checkpoint alone, as in eval.py, for any module:
-
-- a module with its own ``predict_step`` gets each batch as the data module's loader gives it
-  (a ``.npy`` file's batches are ``(inputs,)``);
-- any other module gets each batch's inputs (its first element) through ``forward``.
-
-What comes back, a tensor or a dict of tensors a batch, becomes columns: one column for one
-value a sample (``prediction``, or the dict's key), ``<name>_<k>`` for several (``output_k``
-for a bare tensor). A split also writes its ``target``. One value a sample against 0/1
-targets is a binary classifier's: its class and ``prob``, the probability of class 1.
+A module with its own ``predict_step`` gets batches shaped as its data module's (a file's
+inputs in place of their first element); any other, each batch's inputs through ``forward``,
+a classifier's outputs (scores against class indices, or one value against 0/1 targets, as
+the split's first batch shows) as its class, ``prediction``, and ``prob``, its probabilities
+(of class 1 for one value). A tensor or a dict of tensors a batch becomes columns: one for one
+value a sample (``prediction``, or the key), ``<name>_<k>`` for several; a split adds its
+``target``, and ``dataloader`` when the data module gives it several loaders.
 """
 
 from __future__ import annotations
@@ -30,13 +27,15 @@ from .checkpoint_config import use_checkpoint_run
 
 if TYPE_CHECKING:
     import numpy as np
-    import torch
+    from torch import Tensor
 
 SPLITS = ("train", "val", "test")
 
 
 def predict(cfg: DictConfig) -> Path:
     """Load the checkpoint's model, predict the inputs, write and return the CSV's path."""
+    import torch
+
     from .. import preflight
     from ..config import print_config_tree
     from . import build
@@ -47,189 +46,244 @@ def predict(cfg: DictConfig) -> Path:
     use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
     if not cfg.get("input_path") and cfg.split not in SPLITS:
         raise UserError(f"split={cfg.split} is not a split; use one of {', '.join(SPLITS)}.")
-    output_dir = Path(cfg.paths.output_dir)
-    output_path = output_file(output_dir, cfg.get("output_file"))
+    output_path = output_file(Path(cfg.paths.output_dir), cfg.get("output_file"))
     config = build.masked_config(cfg)  # build
     model = build.load_model(cfg.model._target_, ckpt_path)
-    batches: SplitBatches | NpyBatches
+    own = own_predict_step(model)
+    loaders = split_loaders(cfg, model)
+    example = first_batch(loaders, cfg)
+    task = None if own else classifier_of(model, example)
+    batches, source = Batches(loaders, own), f"the {cfg.split} split"
     if cfg.get("input_path"):
-        batches = NpyBatches(cfg.input_path, model, int(cfg.batch_size))
-        source = str(cfg.input_path)
-    else:
-        batches = SplitBatches(split_loader(cfg, model), model, str(cfg.split))
-        source = f"the {cfg.split} split"
+        inputs = torch.from_numpy(load_inputs(cfg.input_path, model.hparams.get("in_shape")))
+        chunks = [like_data(example, x) if own else x for x in inputs.split(int(cfg.batch_size))]
+        batches, source = Batches([chunks], whole=True), str(cfg.input_path)
     trainer = build.build_trainer(cfg, callbacks=[], loggers=[], enable_checkpointing=False)
     if trainer.world_size > 1:
         raise UserError(
             f"predict runs in one process, but the trainer config asks for {trainer.world_size} "
             "processes; pass `trainer.devices=1`."
         )
-    output_dir.mkdir(parents=True, exist_ok=True)  # record what runs
+    Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)  # record what runs
     print_config_tree(config)
-    print_config_tree(config, save_to=output_dir / "config_tree.log")
-    outputs = run_on(trainer, model, batches)  # run
-    columns = prediction_columns(outputs or [])  # record what came out
-    targets = batches.targets()
-    columns, targets = as_binary_classes(columns, targets)
-    path = write_predictions(columns, output_path, targets)
+    print_config_tree(config, save_to=Path(cfg.paths.output_dir) / "config_tree.log")
+    try:  # run
+        outputs = trainer.predict(model, dataloaders=batches)
+    except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as error:
+        raise cannot_take(model, cfg, error, own, cfg.get("input_path") and inputs.shape) from error
+    if task is not None and outputs:  # record what came out
+        outputs = [as_classes(torch.cat([_rows(batch) for batch in outputs]), task)]
+    columns = prediction_columns(outputs or [])
+    if len(loaders) > 1 and not cfg.get("input_path"):
+        columns = {"dataloader": torch.tensor(batches.loader_of_rows), **columns}
+    target = batches.targets() if not cfg.get("input_path") else None
+    target = target.long() if target is not None and task is not None else target
+    path = write_predictions(columns, output_path, target)
     count = len(next(iter(columns.values())))
-    print(f"Wrote {count} predictions for {source} to {path}{score(columns, targets)}")
+    print(f"Wrote {count} predictions for {source} to {path}{score(columns, target)}")
     return path
 
 
 def output_file(output_dir: Path, name: Any) -> Path:
-    """Where the CSV goes: ``output_file`` inside the run directory (or the path it names); an
-    empty name or a directory is a UserError (the CSV would be written over the run directory,
-    its temporary file beside it)."""
+    """Where the CSV goes: ``output_file`` in the run directory (or the path it names); an
+    empty name or a directory is refused (the CSV would be written over it)."""
     text = "" if name is None else str(name)
-    path = output_dir / text
-    if not text.strip() or text.endswith(("/", "\\")) or path.is_dir():
+    if not text.strip() or text.endswith(("/", "\\")) or (output_dir / text).is_dir():
         what = "is empty" if not text.strip() else "names a directory"
         raise UserError(
             f"output_file={text} {what}; it is the CSV file the predictions are written to. "
             "Give a file name, e.g. `output_file=predictions.csv` (inside the run directory) "
             "or a path such as `output_file=/tmp/predictions.csv`."
         )
-    return path
+    return output_dir / text
 
 
-def run_on(trainer: Any, model: Any, batches: SplitBatches | NpyBatches) -> Any:
-    """``trainer.predict``; inputs the model cannot take are a UserError.
-
-    A model without an ``in_shape`` hyperparameter cannot have its file checked beforehand;
-    torch's error (``mat1 and mat2 shapes cannot be multiplied``) then says what was wrong.
-    A module without ``predict_step`` gets each batch's inputs through ``forward``, which not
-    every module's ``forward`` takes (a GAN's generator takes noise): it needs a
-    ``predict_step`` of its own.
-    """
-    try:
-        return trainer.predict(model, dataloaders=batches)
-    except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as error:
-        what = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-        name = type(model).__name__
-        if isinstance(batches, NpyBatches):
-            shape = tuple(batches.inputs.shape)
-            raise UserError(
-                f"{name} cannot take the inputs of input_path={batches.path}, shaped {shape} "
-                f"({what}). Save inputs shaped like one batch of its training data, (N, ...) "
-                "with N inputs."
-            ) from error
-        if batches.whole_batches:
-            raise
-        raise UserError(
-            f"{name} has no predict_step, and its forward cannot take the inputs of the "
-            f"{batches.split} split's batches ({what}): predict.py calls `forward(inputs)` on "
-            "each batch's inputs (its first element) for such a module. Give the module a "
-            "`predict_step(self, batch, batch_idx)` returning what to predict for a batch, a "
-            "tensor or a dict of tensors."
-        ) from error
-
-
-def split_loader(cfg: DictConfig, model: Any) -> Any:
-    """The loader of ``cfg.split`` of ``cfg.data``, in a fixed order (no shuffling)."""
-    from torch.utils.data import DataLoader
-
-    from ..preflight import contract
-    from . import build
-
-    # A loader that slices batches on the device (`data.on_device`) has no data set to re-read
-    # in a fixed order below: ask for a DataLoader.
-    with build.built_from(cfg, "data"):
-        datamodule = build.instantiate_data(cfg, on_device=False)
-    contract.check_model_fits_data(model, datamodule, build.data_name(cfg))
-    datamodule.prepare_data()
-    datamodule.setup("test" if cfg.split == "test" else "fit")
-    hook = getattr(datamodule, f"{cfg.split}_dataloader", None)
-    try:
-        loader = hook() if callable(hook) else None
-    except Exception as error:  # Lightning's default hook raises: the module has no such split
-        raise UserError(
-            f"{type(datamodule).__name__} gives no {cfg.split} split ({error}). Use another "
-            f"`split=` ({', '.join(SPLITS)}) or `input_path=inputs.npy`."
-        ) from error
-    if isinstance(loader, DataLoader):  # same data and collate function, in a fixed order
-        return DataLoader(
-            loader.dataset,
-            batch_size=int(cfg.batch_size),
-            shuffle=False,
-            collate_fn=loader.collate_fn,
+def cannot_take(model: Any, cfg: DictConfig, error: Exception, own: bool, shape: Any) -> Any:
+    """The UserError for inputs the model cannot take: a file's (torch's own complaint, for a
+    model without ``in_shape``), or a split's that ``forward`` cannot take (a GAN's generator
+    takes noise: it needs a ``predict_step``); a module's own ``predict_step``'s error as is."""
+    what = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    name = type(model).__name__
+    if shape:
+        return UserError(
+            f"{name} cannot take the inputs of input_path={cfg.input_path}, shaped "
+            f"{tuple(shape)} ({what}). Save inputs shaped like one batch of its training data, "
+            "(N, ...) with N inputs."
         )
-    return loader
+    if own:
+        return error
+    return UserError(
+        f"{name} has no predict_step, and its forward cannot take the inputs of the "
+        f"{cfg.split} split's batches ({what}): predict.py calls `forward(inputs)` on each "
+        "batch's inputs (its first element) for such a module. Give the module a "
+        "`predict_step(self, batch, batch_idx)` returning what to predict for a batch, a tensor "
+        "or a dict of tensors."
+    )
 
 
-def _own_predict_step(model: Any) -> bool:
+def own_predict_step(model: Any) -> bool:
     from lightning.pytorch import LightningModule
     from lightning.pytorch.utilities.model_helpers import is_overridden
 
     return is_overridden("predict_step", model, LightningModule)
 
 
-class SplitBatches:
-    """A split's batches as the model takes them, keeping each batch's targets on the side."""
+def split_loaders(cfg: DictConfig, model: Any) -> list[Any]:
+    """The loaders of ``cfg.split`` of ``cfg.data`` (one, or the several a data module gives),
+    in a fixed order: DataLoaders again, unshuffled, of ``batch_size``."""
+    from torch.utils.data import DataLoader
 
-    def __init__(self, loader: Any, model: Any, split: str = "test") -> None:
-        self.loader, self.split = loader, split
-        self.whole_batches = _own_predict_step(model)
+    from ..preflight import contract
+    from . import build
+
+    with build.built_from(cfg, "data"):  # a DataLoader, not batches sliced on the device
+        datamodule = build.instantiate_data(cfg, on_device=False)
+    contract.check_model_fits_data(model, datamodule, build.data_name(cfg))
+    datamodule.prepare_data()
+    datamodule.setup("test" if cfg.split == "test" else "fit")
+    try:
+        loaders = getattr(datamodule, f"{cfg.split}_dataloader")()
+    except Exception as error:  # Lightning's default hook raises: the module has no such split
+        raise UserError(
+            f"{type(datamodule).__name__} gives no {cfg.split} split ({error}). Use another "
+            f"`split=` ({', '.join(SPLITS)}) or `input_path=inputs.npy`."
+        ) from error
+    if isinstance(loaders, Mapping):
+        loaders = list(loaders.values())
+    size = int(cfg.batch_size)
+    return [
+        DataLoader(lo.dataset, size, shuffle=False, collate_fn=lo.collate_fn)
+        if isinstance(lo, DataLoader)
+        else lo
+        for lo in (loaders if isinstance(loaders, (list, tuple)) else [loaders])
+    ]
+
+
+def first_batch(loaders: list[Any], cfg: DictConfig) -> Any:
+    for batch in loaders[0]:
+        return batch
+    raise UserError(f"The {cfg.split} split of {cfg.data._target_} is empty; pick another split.")
+
+
+def inputs_of(batch: Any) -> Any:
+    """A batch's inputs: its first element (``(x, y)``), or the batch itself."""
+    return batch[0] if isinstance(batch, (list, tuple)) else batch
+
+
+def like_data(example: Any, inputs: Tensor) -> Any:
+    """``inputs`` as a batch shaped as the data's ``example``, for a ``predict_step`` that
+    unpacks ``x, y = batch``: its other tensors as zeros, a row per input."""
+    if not isinstance(example, (list, tuple)):
+        return inputs
+    rest = [zeros_like_rows(part, len(inputs)) for part in example[1:]]
+    return (inputs, *rest) if isinstance(example, tuple) else [inputs, *rest]
+
+
+def zeros_like_rows(part: Any, rows: int) -> Any:
+    return part.new_zeros((rows, *part.shape[1:])) if hasattr(part, "new_zeros") else part
+
+
+class Batches:
+    """The loaders' batches, one after the other, as the model takes them: whole (its own
+    ``predict_step``) or their inputs; their targets (second elements) kept on the side."""
+
+    def __init__(self, loaders: list[Any], whole: bool) -> None:
+        self.loaders, self.whole = loaders, whole
         self._targets: list[Any] = []
+        self.loader_of_rows: list[int] = []
 
     def __iter__(self) -> Iterator[Any]:
-        self._targets = []
-        for batch in self.loader:
-            if isinstance(batch, (list, tuple)):
-                if len(batch) >= 2:
+        self._targets, self.loader_of_rows = [], []
+        for index, loader in enumerate(self.loaders):
+            for batch in loader:
+                if isinstance(batch, (list, tuple)) and len(batch) > 1:
                     self._targets.append(batch[1])
-                yield batch if self.whole_batches else batch[0]
-            else:
-                yield batch
+                self.loader_of_rows += [index] * len(inputs_of(batch))
+                yield batch if self.whole else inputs_of(batch)
 
     def __len__(self) -> int:
-        return len(self.loader)
+        return sum(len(loader) for loader in self.loaders)
 
-    def targets(self) -> torch.Tensor | None:
+    def targets(self) -> Tensor | None:
+        """One row (or value) per input, if every batch had a tensor of targets."""
         import torch
 
         if not self._targets or not all(isinstance(t, torch.Tensor) for t in self._targets):
             return None
-        return torch.cat([t.reshape(len(t), -1) if t.dim() > 1 else t for t in self._targets])
+        target = torch.cat([_rows(t) for t in self._targets])
+        return target[:, 0] if target.shape[1] == 1 else target
 
 
-class NpyBatches:
-    """Batches of the inputs in a ``.npy`` file, checked against the model's input shape."""
+def classifier_of(model: Any, batch: Any) -> str | None:
+    """``"logits"`` or ``"probabilities"`` when ``forward`` of the batch's inputs against its
+    targets is a classifier's (see the module docstring), else None."""
+    import torch
 
-    def __init__(self, path: str | Path, model: Any, batch_size: int) -> None:
-        import torch
+    from ..tasks import is_binary_labels
 
-        shape = getattr(model, "hparams", {}).get("in_shape")
-        self.path = path
-        self.inputs = torch.from_numpy(load_inputs(path, shape))
-        self.batch_size = batch_size
-        self.whole_batches = _own_predict_step(model)
+    try:
+        with torch.no_grad():
+            targets, scores = batch[1], model.eval()(batch[0]).float().reshape(len(batch[1]), -1)
+    except Exception:  # not (inputs, targets), or a forward that takes no inputs
+        return None
+    if not isinstance(targets, torch.Tensor) or targets.dim() != 1:
+        return None
+    within = bool(((scores >= 0) & (scores <= 1)).all())
+    if scores.shape[1] == 1:  # one logit, or a probability, against 0/1 labels
+        return ("probabilities" if within else "logits") if is_binary_labels(targets) else None
+    if targets.is_floating_point() or not bool(
+        ((targets >= 0) & (targets < scores.shape[1])).all()
+    ):
+        return None
+    sums_to_one = torch.allclose(scores.sum(1), torch.ones(len(scores)), atol=1e-4)
+    return "probabilities" if sums_to_one and bool((scores >= 0).all()) else "logits"
 
-    def __iter__(self) -> Iterator[Any]:
-        for start in range(0, len(self.inputs), self.batch_size):
-            inputs = self.inputs[start : start + self.batch_size]
-            yield (inputs,) if self.whole_batches else inputs
 
-    def __len__(self) -> int:
-        return -(-len(self.inputs) // self.batch_size)
+def as_classes(outputs: Tensor, how: str) -> dict[str, Tensor]:
+    """A classifier's outputs as its class and probabilities (of class 1 for one value)."""
+    scores = outputs.reshape(len(outputs), -1).float()
+    if scores.shape[1] == 1:
+        prob = scores[:, 0].sigmoid() if how == "logits" else scores[:, 0]
+        return {"prediction": (prob > 0.5).long(), "prob": prob}
+    prob = scores.softmax(1) if how == "logits" else scores
+    return {"prediction": prob.argmax(1), "prob": prob}
 
-    def targets(self) -> torch.Tensor | None:
-        return None  # a file of inputs has no targets
+
+def prediction_columns(outputs: Sequence[Any]) -> dict[str, Tensor]:
+    """The CSV's columns from what ``predict`` returned for each batch (see the docstring)."""
+    import torch
+
+    if not outputs:
+        raise UserError("There is nothing to predict: the inputs are empty.")
+    if isinstance(outputs[0], Mapping):
+        named = {key: torch.cat([_rows(out[key]) for out in outputs]) for key in outputs[0]}
+    elif isinstance(outputs[0], torch.Tensor):
+        named = {"": torch.cat([_rows(out) for out in outputs])}
+    else:
+        raise UserError(
+            f"The model's predictions are {type(outputs[0]).__name__}s; predict.py writes a "
+            "tensor or a dict of tensors per batch. Return one of those from `predict_step`."
+        )
+    columns: dict[str, Tensor] = {}
+    for key, values in named.items():
+        if values.shape[1] == 1:
+            columns[key or "prediction"] = values[:, 0]
+        else:
+            columns.update({f"{key or 'output'}_{k}": values[:, k] for k in range(values.shape[1])})
+    return columns
+
+
+def _rows(tensor: Any) -> Tensor:
+    """One row per sample, on the CPU."""
+    tensor = tensor.detach().cpu()
+    return tensor.reshape(len(tensor), -1) if tensor.dim() else tensor.reshape(1, 1)
 
 
 def load_inputs(path: str | Path, in_shape: Sequence[int] | None = None) -> np.ndarray:
-    """Read a .npy file of inputs shaped ``(N, *in_shape)``; one input alone (``in_shape``),
-    and (N, H, W) for one-channel images shaped (1, H, W), also do.
-
-    ``in_shape`` is the shape the model takes (its ``in_shape`` hyperparameter); without it
-    the file's first dimension is taken as N. Anything else is a :class:`UserError` that names
-    the shape the model takes.
-    """
+    """Read a .npy file of inputs shaped ``(N, *in_shape)`` (see :func:`input_batch`)."""
     import numpy as np
 
-    path = Path(path)
-    shape = tuple(int(n) for n in in_shape) if in_shape is not None else None
-    expected = f"(N, {', '.join(map(str, shape))})" if shape is not None else "(N, ...)"
+    path, expected = Path(path), _expected(in_shape)
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
         raise UserError(
@@ -246,13 +300,17 @@ def load_inputs(path: str | Path, in_shape: Sequence[int] | None = None) -> np.n
     return input_batch(array, in_shape, f"input_path={path}")
 
 
+def _expected(in_shape: Sequence[int] | None) -> str:
+    return "(N, ...)" if in_shape is None else f"(N, {', '.join(str(int(n)) for n in in_shape)})"
+
+
 def input_batch(array: Any, in_shape: Sequence[int] | None, source: str) -> np.ndarray:
-    """``array`` as float32 inputs shaped ``(N, *in_shape)`` (see :func:`load_inputs`), or a
-    :class:`UserError` naming ``source`` (``input_path=x.npy``; serve.py: the request)."""
+    """``array`` as float32 inputs shaped ``(N, *in_shape)`` (``in_shape``: the model's
+    hyperparameter; without it the first dimension is N): also one input alone, and (N, H, W)
+    for one-channel images (1, H, W). Else a :class:`UserError` naming ``source``."""
     import numpy as np
 
-    shape = tuple(int(n) for n in in_shape) if in_shape is not None else None
-    expected = f"(N, {', '.join(map(str, shape))})" if shape is not None else "(N, ...)"
+    shape, expected = tuple(int(n) for n in in_shape or ()) or None, _expected(in_shape)
     if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
         raise UserError(
             f"{source} holds {getattr(array, 'dtype', type(array))} data, not numbers; "
@@ -274,9 +332,8 @@ def input_batch(array: Any, in_shape: Sequence[int] | None, source: str) -> np.n
     if array.ndim == 0 or len(array) == 0:
         raise UserError(f"{source} holds no inputs; pass an array shaped {expected}.")
     array = array.astype(np.float32)
-    finite = np.isfinite(array.reshape(len(array), -1)).all(axis=1)
-    if not finite.all():
-        rows = np.flatnonzero(~finite)
+    rows = np.flatnonzero(~np.isfinite(array.reshape(len(array), -1)).all(axis=1))
+    if len(rows):
         listed = ", ".join(str(i) for i in rows[:10]) + (" ..." if len(rows) > 10 else "")
         raise UserError(
             f"{source} has NaN or infinite values in {len(rows)} of its {len(array)} "
@@ -287,62 +344,9 @@ def input_batch(array: Any, in_shape: Sequence[int] | None, source: str) -> np.n
     return array
 
 
-def prediction_columns(outputs: Sequence[Any]) -> dict[str, torch.Tensor]:
-    """The CSV's columns from what ``predict`` returned for each batch (see the docstring)."""
-    import torch
-
-    if not outputs:
-        raise UserError("There is nothing to predict: the inputs are empty.")
-    first = outputs[0]
-    if isinstance(first, Mapping):
-        named = {key: torch.cat([_rows(batch[key]) for batch in outputs]) for key in first}
-    elif isinstance(first, torch.Tensor):
-        named = {"": torch.cat([_rows(batch) for batch in outputs])}
-    else:
-        raise UserError(
-            f"The model's predictions are {type(first).__name__}s; predict.py writes a tensor or "
-            "a dict of tensors per batch. Return one of those from `predict_step`."
-        )
-    columns: dict[str, torch.Tensor] = {}
-    for key, values in named.items():
-        if values.shape[1] == 1:
-            columns[key or "prediction"] = values[:, 0]
-        else:
-            for k in range(values.shape[1]):
-                columns[f"{key or 'output'}_{k}"] = values[:, k]
-    return columns
-
-
-def as_binary_classes(
-    columns: dict[str, torch.Tensor], targets: torch.Tensor | None
-) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
-    """A binary classifier's one output a sample (a logit, or a probability) against 0/1
-    labels, as its class and the probability of class 1 (`tasks.py`); anything else as it
-    is. A file of inputs has no labels: its outputs stay as the model returned them."""
-    from ..tasks import binary_probabilities
-
-    if list(columns) != ["prediction"] or targets is None:
-        return columns, targets
-    probabilities = binary_probabilities(columns["prediction"], targets)
-    if probabilities is None:
-        return columns, targets
-    classes = (probabilities > 0.5).long()
-    return {"prediction": classes, "prob": probabilities}, targets.long()
-
-
-def _rows(tensor: Any) -> torch.Tensor:
-    """One row per sample, on the CPU."""
-    tensor = tensor.detach().cpu()
-    return tensor.reshape(len(tensor), -1) if tensor.dim() else tensor.reshape(1, 1)
-
-
-def write_predictions(
-    columns: Mapping[str, torch.Tensor], path: Path, targets: torch.Tensor | None = None
-) -> Path:
-    """CSV with one row per input: index, (target,) then the columns.
-
-    Written to a temporary file first, so an interrupted run leaves no half-written CSV.
-    """
+def write_predictions(columns: Mapping[str, Tensor], path: Path, targets: Tensor | None) -> Path:
+    """CSV with one row per input: index, (target,) then the columns; written to a temporary
+    file first, so an interrupted run leaves no half-written CSV."""
     table = dict(columns)
     if targets is not None and len(targets) == len(next(iter(table.values()))):
         if targets.dim() == 1:
@@ -365,14 +369,13 @@ def write_predictions(
     return path
 
 
-def score(columns: Mapping[str, torch.Tensor], targets: torch.Tensor | None) -> str:
+def score(columns: Mapping[str, Tensor], targets: Tensor | None) -> str:
     """`` (accuracy ...)`` or `` (RMSE ...)`` against the split's targets, when they compare."""
     predicted = columns.get("prediction")
     if targets is None or predicted is None or targets.dim() != 1 or len(targets) != len(predicted):
         return ""
     if not targets.is_floating_point() and not predicted.is_floating_point():
-        accuracy = (predicted == targets).float().mean().item()
-        return f" (accuracy {accuracy:.4f} against its labels)"
+        return f" (accuracy {(predicted == targets).float().mean().item():.4f} against its labels)"
     rmse = (predicted.double() - targets.double()).pow(2).mean().sqrt().item()
     return f" (RMSE {rmse:.4g} against its targets)"
 

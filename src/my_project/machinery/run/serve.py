@@ -1,8 +1,8 @@
 """Serving: `python serve.py ckpt_path=PATH` answers `POST /predict` with what the model predicts.
 
-An HTTP server (LitServe, the Lightning ecosystem's) for any module, as eval.py and predict.py
-run one: model and data from the run that wrote the checkpoint (`checkpoint_config.py`), the
-module's ``predict_step`` (or ``forward``) as predict.py calls it, on the device and in the
+An HTTP server (LitServe's) for any module, as predict.py runs one: the model and data of the
+run that wrote the checkpoint, its ``predict_step`` given a batch shaped as the data's (or
+``forward``: a classifier's outputs as class and probabilities), on the device and in the
 precision the trainer config names. Concurrent requests are predicted in batches; a bad
 request gets a 4xx and one sentence, and the server goes on (`serve_api.py`). ``GET /health``
 says ``ok`` once the model is loaded; ``GET /info`` what to send. Ctrl-C or SIGTERM stop it.
@@ -11,6 +11,7 @@ says ``ok`` once the model is loaded; ``GET /info`` what to send. Ctrl-C or SIGT
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -35,8 +36,7 @@ def serve(cfg: DictConfig) -> None:
     from .. import preflight
     from ..config import print_config_tree
     from . import build
-    from .input_signature import input_signature
-    from .predict import _own_predict_step
+    from .predict import classifier_of, first_batch, own_predict_step, split_loaders
     from .serve_api import CheckpointAPI, RequestCheck
 
     entry.register()
@@ -46,32 +46,30 @@ def serve(cfg: DictConfig) -> None:
     check_server_values(cfg)
     config = build.masked_config(cfg)  # build
     model = build.load_model(cfg.model._target_, ckpt_path).eval()
-    signature = input_signature(cfg, model)
-    whole_batches = _own_predict_step(model)
-    check_model_answers(model, signature, whole_batches)
-    accelerator, devices = serving_devices(cfg.trainer.accelerator, cfg.trainer.devices)
+    batch = first_batch(split_loaders(cfg, model), cfg)
+    signature = input_signature(model, batch, cfg.split)
+    example = one_row(batch) if own_predict_step(model) else None
+    task = None if example is not None else classifier_of(model, batch)
+    check_answers(model, signature, example, task)
     api = CheckpointAPI(
         cfg.model._target_,
         ckpt_path,
         signature,
-        whole_batches,
+        example,
+        task,
         precision=cfg.trainer.precision,
         max_batch_size=int(cfg.max_batch_size),
         batch_timeout=float(cfg.batch_timeout),
     )
     request = '{"inputs": [...]}'
+    check = {"path": "/predict", "signature": signature, "max_bytes": cfg.max_request_bytes}
     server = ls.LitServer(
         api,
-        accelerator=accelerator,
-        devices=devices,
+        accelerator=str(cfg.trainer.accelerator).lower(),
+        devices=serving_devices(cfg.trainer.devices),
         workers_per_device=int(cfg.workers_per_device),
         timeout=float(cfg.timeout),
-        middlewares=[
-            (
-                RequestCheck,
-                {"path": "/predict", "signature": signature, "max_bytes": cfg.max_request_bytes},
-            )
-        ],
+        middlewares=[(RequestCheck, check)],
         model_metadata={
             "checkpoint": ckpt_path,
             "model": type(model).__name__,
@@ -89,13 +87,69 @@ def serve(cfg: DictConfig) -> None:
         "says ok once it is ready. Ctrl-C stops it.",
         flush=True,
     )
-    with stops_as_litserve_expects():
-        server.run(  # run, until stopped
+    with stops_as_litserve_expects():  # run, until stopped
+        server.run(
             host=cfg.host,
             port=int(cfg.port),
             log_level=str(cfg.log_level),
             generate_client_file=False,
         )
+
+
+def input_signature(model: Any, batch: Any, split: str) -> Any:
+    """One input's shape and dtype: the model's ``in_shape`` hyperparameter (float32, as
+    predict.py feeds files), else its ``example_input_array``, else the split's first batch."""
+    from .predict import inputs_of
+    from .serve_api import InputSignature
+
+    in_shape = model.hparams.get("in_shape")
+    if in_shape is not None:
+        return InputSignature(tuple(int(n) for n in in_shape), "float32", "its in_shape")
+    example = getattr(model, "example_input_array", None)
+    if example is not None:
+        return signature_of(example, "its example_input_array", type(model).__name__)
+    return signature_of(inputs_of(batch), f"the {split} split of its data", type(model).__name__)
+
+
+def signature_of(inputs: Any, source: str, name: str) -> Any:
+    """The signature of a batch of inputs (``source`` says where they came from)."""
+    import torch
+
+    from .serve_api import InputSignature
+
+    if not isinstance(inputs, torch.Tensor) or inputs.dim() < 1:
+        raise UserError(
+            f"{name} takes {type(inputs).__name__} inputs ({source}); serve.py and export.py "
+            "take models whose input is one tensor, a batch of samples along its first dimension."
+        )
+    dtype = str(inputs.dtype).removeprefix("torch.")
+    return InputSignature(tuple(inputs.shape[1:]), dtype, source)
+
+
+def check_answers(model: Any, signature: Any, example: Any, task: str | None) -> None:
+    """The model answers two inputs of the signature (zeros) as serve.py answers (a tensor or
+    a dict of tensors with a row per input): found at start-up, not per request."""
+    import torch
+
+    from .serve_api import answer
+
+    zeros = torch.zeros(2, *signature.shape, dtype=getattr(torch, signature.dtype))
+    try:
+        with torch.inference_mode():
+            answer(model, zeros, example, task)
+    except (RuntimeError, TypeError, ValueError, IndexError) as error:
+        raise UserError(
+            f"{type(model).__name__} cannot take inputs shaped {signature.describe()} (from "
+            f"{signature.source}: {type(error).__name__}: {str(error).splitlines()[0][:200]}). "
+            "Give the model an `in_shape` hyperparameter or an `example_input_array`."
+        ) from error
+
+
+def one_row(batch: Any) -> Any:
+    """The first sample of a batch, as a batch (what ``like_data`` copies shapes from)."""
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(part[:1] for part in batch)
+    return batch[:1] if hasattr(batch, "shape") else batch
 
 
 @contextlib.contextmanager
@@ -107,7 +161,9 @@ def stops_as_litserve_expects() -> Iterator[None]:
     own handlers raise another exception, which LitServe does not expect there (it leaves its
     process manager mid-call and hangs). So here both signals raise ``KeyboardInterrupt``; a
     second one ends the server's processes and this one at once. The HTTP processes LitServe
-    forks start with the default handlers, which uvicorn expects.
+    forks start with the default handlers, which uvicorn expects. LitServe's worker-monitoring
+    thread, which may still poll the process manager LitServe is shutting down, is not heard
+    from once the stop began (it reported a `BrokenPipeError` as a crash).
     """
     import multiprocessing
 
@@ -123,13 +179,17 @@ def stops_as_litserve_expects() -> Iterator[None]:
         received.append(signum)
         raise KeyboardInterrupt
 
-    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, handle)
+    def not_while_stopping(record: logging.LogRecord) -> bool:
+        return not received or record.threadName != "litserve-monitoring"
+
+    litserve_log = logging.getLogger("litserve.server")
+    previous = {signum: signal.signal(signum, handle) for signum in STOP_SIGNALS}
+    litserve_log.addFilter(not_while_stopping)
     os.register_at_fork(after_in_child=_default_stop_signals)
     try:
         yield
     finally:
+        litserve_log.removeFilter(not_while_stopping)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if received:
@@ -152,16 +212,15 @@ def check_server_values(cfg: DictConfig) -> None:
     port = cfg.port
     if not isinstance(port, int) or isinstance(port, bool) or not 1024 <= port <= 65535:
         raise UserError(f"port={port} is not a port from 1024 to 65535; pass e.g. port=8000.")
-    for key, low in (("max_batch_size", 1), ("workers_per_device", 1), ("max_request_bytes", 1)):
+    for key in ("max_batch_size", "workers_per_device", "max_request_bytes"):
         value = cfg.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise UserError(f"{key}={value} is not a whole number of at least {low}.")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UserError(f"{key}={value} is not a whole number of at least 1.")
     for key in ("batch_timeout", "timeout"):
         value = cfg.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
             raise UserError(f"{key}={value} is not a number of seconds (0 or more).")
-    family = socket.AF_INET6 if ":" in cfg.host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
+    with socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
         try:
             probe.bind((cfg.host, port))
@@ -172,35 +231,14 @@ def check_server_values(cfg: DictConfig) -> None:
             ) from error
 
 
-def check_model_answers(model: Any, signature: Any, whole_batches: bool) -> None:
-    """The model takes two inputs of the signature (zeros) and answers as serve.py answers
-    (a tensor or a dict of tensors with a row per input): found at start-up, not per request."""
-    import torch
-
-    from .serve_api import named_outputs, predict_batch
-
-    inputs = torch.zeros(2, *signature.shape, dtype=getattr(torch, signature.dtype))
-    try:
-        with torch.inference_mode():
-            output = predict_batch(model, inputs, whole_batches)
-    except (RuntimeError, TypeError, ValueError, IndexError) as error:
-        raise UserError(
-            f"{type(model).__name__} cannot take inputs shaped {signature.describe()} (from its "
-            f"{signature.source}: {type(error).__name__}: {str(error).splitlines()[0][:200]}). "
-            "Give the model an `in_shape` hyperparameter or an `example_input_array`."
-        ) from error
-    named_outputs(output, len(inputs))
-
-
-def serving_devices(accelerator: Any, devices: Any) -> tuple[str, Any]:
-    """LitServe's accelerator and devices for the trainer config's (``-1``: every device)."""
-    name = str(accelerator).lower()
+def serving_devices(devices: Any) -> Any:
+    """LitServe's devices for the trainer config's (``-1``: every device)."""
     if devices in (-1, "-1", "auto", None):
-        return name, "auto"
+        return "auto"
     if isinstance(devices, int) or (isinstance(devices, str) and devices.isdigit()):
-        return name, int(devices)
+        return int(devices)
     try:
-        return name, [int(d) for d in devices]
+        return [int(d) for d in devices]
     except (TypeError, ValueError) as error:
         raise UserError(
             f"trainer.devices={devices} names no devices serve.py can use; pass "
