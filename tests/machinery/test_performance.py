@@ -20,7 +20,7 @@ from my_project.machinery.devices.precision import set_float32_matmul_precision
 from my_project.machinery.errors import UserError
 from my_project.machinery.run.build import instantiate_group
 
-from .docs_style import LitDataModule
+from .docs_style import LitClassifier, LitDataModule
 from .helpers import DOCS_STYLE, compose_config
 from .host_syncs import CountHostSyncsInSteps
 
