@@ -44,8 +44,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "Trainer argument that does not exist",
         "train",
         "+trainer.foo=1",
-        "`trainer` was refused by lightning.pytorch.Trainer, with `trainer=cpu`, "
-        "`trainer.max_epochs=1`, `trainer.foo=1` from the command line: TypeError: "
+        "`trainer` was refused by lightning.pytorch.Trainer, with `trainer.max_epochs=1`, `trainer.foo=1` from the command line: TypeError: "
         "Trainer.__init__() got an unexpected keyword argument 'foo'",
     ),
     (

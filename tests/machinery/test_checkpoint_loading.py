@@ -53,7 +53,7 @@ def test_an_lht_style_run_reads_back_every_checkpoint_it_wrote(
 
     with serving(*READ, f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 's'}") as server:
         status, answer = server.predict({"inputs": np.zeros((2, 16)).tolist()})
-    assert status == 200 and np.array(answer["output"]).shape == (2, 4), answer
+    assert status == 200 and np.array(answer["prob"]).shape == (2, 4), answer
 
     result = run_entry("train", f"resume={lht_run}", "trainer.max_epochs=3")
     assert result.returncode == 0, result.stderr[-3000:]

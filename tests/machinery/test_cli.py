@@ -85,7 +85,10 @@ main()
 
 @pytest.mark.parametrize(
     ("module", "name"),
-    [("hydra.core.utils", "_save_config"), ("my_project.machinery.run.build", "masked_config")],
+    [
+        ("hydra.core.utils", "_save_config"),
+        ("my_project.machinery.run.build", "masked_config"),
+    ],
     ids=["before the job starts", "while the job builds"],
 )
 def test_a_sigterm_before_training_ends_in_one_line_and_leaves_no_run_directory(

@@ -158,7 +158,7 @@ ZOO: dict[str, Zoo] = {
         "test/acc",
         frozenset({"train/loss", "train/acc", "val/loss", "val/acc", "val/acc_best"}),
         "confusion_matrix.png",
-        "index,target," + ",".join(f"output_{k}" for k in range(10)),
+        "index,target,prediction," + ",".join(f"prob_{k}" for k in range(10)),
         resume_two=(5, 12),  # its data module splits the batch across processes: 8 steps an epoch
         ddp_exact=("test/acc",),  # test/loss: a MeanMetric of batch means, batches of 4 under DDP
     ),
@@ -173,7 +173,8 @@ ZOO: dict[str, Zoo] = {
         "test_acc/dataloader_idx_0",
         frozenset({"train_loss", "val_acc"}),
         "confusion_matrix.png",
-        CLASSES3,  # its predict_step's probabilities
+        # its own predict_step's probabilities, and which test loader each row comes from
+        "index,target,dataloader,output_0,output_1,output_2",
         ddp_exact=("test_acc/dataloader_idx_0", "test_acc/dataloader_idx_1"),
         predict_rows=46,
     ),

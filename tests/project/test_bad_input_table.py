@@ -118,7 +118,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "negative max_epochs",
         "train",
         "trainer.max_epochs=-5",
-        "`trainer.max_epochs=-5` from the command line: MisconfigurationException: `max_epochs` "
+        "`trainer.max_epochs=-5` was refused by lightning.pytorch.Trainer: MisconfigurationException: `max_epochs` "
         "must be a non-negative integer or -1",
     ),
     (
@@ -131,7 +131,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "zero nodes",
         "train",
         "trainer.num_nodes=0",
-        "`trainer.num_nodes=0` from the command line: ValueError: `num_nodes` must be a positive "
+        "`trainer.num_nodes=0` was refused by lightning.pytorch.Trainer: ValueError: `num_nodes` must be a positive "
         "integer",
     ),
     (
@@ -151,7 +151,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "batch fraction above 1",
         "train",
         "+trainer.limit_train_batches=1.5",
-        "`trainer.limit_train_batches=1.5` from the command line: MisconfigurationException: You "
+        "`trainer.limit_train_batches=1.5` was refused by lightning.pytorch.Trainer: MisconfigurationException: You "
         "have passed invalid value 1.5 for limit_train_batches, it has to be in [0.0, 1.0]",
     ),
     (
@@ -176,7 +176,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "precision not a choice",
         "train",
         "trainer.precision=17",
-        "`trainer.precision=17` from the command line: ValueError: Precision 17 is invalid",
+        "`trainer.precision=17` was refused by lightning.pytorch.Trainer: ValueError: Precision 17 is invalid",
     ),
     ("seed not a number", "train", "seed=abc", "`seed='abc'` must be an integer or null"),
     ("missing checkpoint", "train", "ckpt_path={tmp}/nope/last.ckpt", "does not exist"),
@@ -220,7 +220,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "Trainer argument that does not exist",
         "train",
         "+trainer.foo=1",
-        "`trainer.foo=1` from the command line: TypeError: Trainer.__init__() got an unexpected "
+        "`trainer.foo=1` was refused by lightning.pytorch.Trainer: TypeError: Trainer.__init__() got an unexpected "
         "keyword argument 'foo'",
     ),
     (
@@ -240,20 +240,19 @@ CASES: list[tuple[str, str, str, str]] = [
         "duration that is not one",
         "train",
         "+trainer.max_time=abc",
-        "`trainer` was refused by lightning.pytorch.Trainer, with `trainer=cpu`, "
-        "`trainer.max_time=abc` from the command line: MisconfigurationException",
+        "`trainer.max_time=abc` was refused by lightning.pytorch.Trainer: MisconfigurationException",
     ),
     (
         "clipping algorithm that does not exist",
         "train",
         "+trainer.gradient_clip_algorithm=foo",
-        "`trainer.gradient_clip_algorithm=foo` from the command line",
+        "`trainer.gradient_clip_algorithm=foo` was refused by lightning.pytorch.Trainer",
     ),
     (
         "monitor mode that is not one",
         "train",
         "monitor_mode=maximum",
-        "`monitor_mode=maximum` (as callbacks.model_checkpoint.mode) was refused",
+        "`monitor_mode=maximum` (as callbacks.model_checkpoint.mode)",
     ),
     (
         "checkpoints to keep below -1",
@@ -291,7 +290,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "validation interval past the epoch",
         "train",
         "+trainer.val_check_interval=1000",
-        "`trainer.val_check_interval=1000` from the command line: ValueError: "
+        "`trainer.val_check_interval=1000` was refused by lightning.pytorch.Trainer: ValueError: "
         "val_check_interval=1000 asks to validate every 1000 training batches",
     ),
     ("several nodes without a launcher", "train", "trainer.num_nodes=2", "wait forever"),
@@ -373,7 +372,7 @@ if not torch.cuda.is_available():  # FSDP needs a GPU
             "FSDP without a GPU",
             "train",
             "trainer.strategy=fsdp",
-            "`trainer.strategy=fsdp` from the command line: ValueError: The strategy `fsdp` "
+            "`trainer.strategy=fsdp` was refused by lightning.pytorch.Trainer: ValueError: The strategy `fsdp` "
             "requires a GPU accelerator",
         )
     )

@@ -128,14 +128,18 @@ def typed_under(cfg: DictConfig, node: str) -> list[tuple[str, str]]:
     for part in node.split("."):
         raw = raw.get(part) if isinstance(raw, dict) else None
     sources = dict(_references(raw, node))
-    typed = []
+    inside, choices, referenced = [], [], []
     for override in HydraConfig.get().overrides.task:
         key = override_key(override).replace("/", ".")
-        if key == node or key.startswith(node + "."):
-            typed.append((key, f"`{override.lstrip('+')}`"))
+        if key.startswith(node + ".") or (key == node and "." in node):
+            inside.append((key, f"`{override.lstrip('+')}`"))
+        elif key == node:  # `model=classifier`: the choice of the config, not a value in it
+            choices.append((key, f"`{override.lstrip('+')}`"))
         elif key in sources:
-            typed.append((sources[key], f"`{override.lstrip('+')}` (as {sources[key]})"))
-    return typed
+            referenced.append((sources[key], f"`{override.lstrip('+')}` (as {sources[key]})"))
+    # The most specific of what was typed: values under the node, else values it takes from
+    # elsewhere, else the choice of its config.
+    return inside or referenced or choices
 
 
 def _references(raw: Any, key: str) -> Iterator[tuple[str, str]]:
