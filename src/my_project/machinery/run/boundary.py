@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import site
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,13 +32,12 @@ from ..reliability.resume import override_key
 _HERE = Path(__file__).resolve()
 _MACHINERY = (str(_HERE.parents[1]) + os.sep, str(_HERE.parents[3] / "hydra_plugins") + os.sep)
 _PACKAGE = str(_HERE.parents[2]) + os.sep  # the team's rooms (models/, data/), installed or not
-_LIBRARIES = tuple(
-    os.path.join(os.path.realpath(path), "")
-    for path in {
-        *(sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")),
-        *site.getsitepackages(),
-        site.getusersitepackages(),
-    }
+# Installed libraries: anything in a site-packages (or Debian's dist-packages) folder, whichever
+# environment it belongs to (a venv may layer over another's), and the standard library.
+_LIBRARY_FOLDERS = {"site-packages", "dist-packages"}
+_STDLIB = tuple(
+    os.path.join(os.path.realpath(sysconfig.get_path(name)), "")
+    for name in ("stdlib", "platstdlib")
 )
 _MAX_COMPLAINT = 400  # characters of the object's own message
 
@@ -81,7 +79,9 @@ def raised_in_teams_code(error: BaseException) -> bool:
     path = os.path.realpath(filename)
     if path.startswith(_MACHINERY):
         return False
-    return path.startswith(_PACKAGE) or not path.startswith(_LIBRARIES)
+    if path.startswith(_PACKAGE):
+        return True
+    return not (_LIBRARY_FOLDERS & set(Path(path).parts) or path.startswith(_STDLIB))
 
 
 def refusal(cfg: DictConfig, node: str, error: BaseException, by: str | None = None) -> str:
