@@ -87,7 +87,10 @@ main()
     ("module", "name"),
     [
         ("hydra.core.utils", "_save_config"),
-        ("my_project.machinery.run.build", "masked_config"),
+        (
+            "my_project.machinery.run.build",
+            "masked_config",
+        ),
     ],
     ids=["before the job starts", "while the job builds"],
 )
