@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The template's own files (a folder ends with "/"): never copied into a project.
-TEMPLATE_ONLY = ("cookiecutter.json", "hooks/", "{{cookiecutter.project_slug}}/", "tests/template/")
+TEMPLATE_ONLY = (
+    "cookiecutter.json",
+    "hooks/",
+    "{{cookiecutter.project_slug}}/",
+    "tests/template/",
+    "docs/template.md",
+)
 CI_WORKFLOW = ".github/workflows/ci.yml"
 DEFAULT_NAMES = ("my_project", "my-project", "My Project", "MY_PROJECT")
 # Lines only the template has: from a comment line `template-only:start` (Markdown's `<!-- -->`
