@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The template's own files (a folder ends with "/"): never copied into a project.
-TEMPLATE_ONLY = ("cookiecutter.json", "hooks/", "{{cookiecutter.project_slug}}/", "tests/template/")
+TEMPLATE_ONLY = (
+    "cookiecutter.json",
+    "hooks/",
+    "{{cookiecutter.project_slug}}/",
+    "tests/template/",
+    "docs/template.md",
+)
 CI_WORKFLOW = ".github/workflows/ci.yml"
 DEFAULT_NAMES = ("my_project", "my-project", "My Project", "MY_PROJECT")
 # Lines only the template has: from a comment line `template-only:start` (Markdown's `<!-- -->`
@@ -79,6 +85,8 @@ PRECISION_WORDS = {
     "bf16-mixed": "precision `bf16-mixed` (bfloat16 autocast)",
 }
 DEFAULTS_PARAGRAPH = r"^\*\*Defaults\.\*\* (?:.+\n)+"  # up to the next blank line
+# The Quickstart's sample output: its wandb line is only printed under the `wandb` answer.
+WANDB_OUTPUT_LINE = r"^()INFO: wandb: no credentials found, logging offline .*\n()"
 
 # The top-level module of an import, or of a config's `_target_`.
 IMPORTED = re.compile(
@@ -313,6 +321,8 @@ def _configure(path: str, text: str, answers: Mapping[str, str]) -> str:
         claim = LOGGING_CLAIM[answers["logger"]]
         text = _edit(text, rf"^(and ){re.escape(LOGGING_CLAIM['wandb'])}(\. )", claim, path)
         text = _edit(text, rf"^(){DEFAULTS_PARAGRAPH}()", defaults_paragraph(answers), path)
+        if answers["logger"] != "wandb":
+            text = _edit(text, WANDB_OUTPUT_LINE, "", path)
         cells = [f"`{answers[k]}`" for k in ("accelerator", "strategy", "precision")]
         devices = {"-1": "all"}.get(answers["devices"], answers["devices"])
         if (*cells, devices) != ("`auto`", "`auto`", "`32-true`", "1"):

@@ -1,9 +1,9 @@
-"""Every `python <script>.py ...` command of the README's code blocks, as written, passes the
-checks a run makes before it writes anything, in this project (a generated project runs these
-tests on its own README, for its own answers).
+"""Every `python <script>.py ...` command of the bash blocks of the README and of the pages of
+`docs/` it links, as written, passes the checks a run makes before it writes anything, in this
+project (a generated project runs these tests on its own README and docs, for its own answers).
 
 Each command runs as a process of its own (`readme_check.py`: the entry point up to its checks),
-with the README's placeholders (`<run>`, `...`, `inputs.npy`) filled in from a real run. A
+with the placeholders (`<run>`, `epoch_<NNN>`, `...`, `inputs.npy`) filled in from a real run. A
 command that needs what this machine lacks (a GPU, SLURM) must stop with its one-paragraph
 message, exit status 2.
 """
@@ -27,8 +27,13 @@ SCRIPTS = ("train", "eval", "predict", "serve", "export")
 MACHINE_LACKS = re.compile(r"GPU|CUDA|MPS|SLURM|sbatch|srun|cores? this machine|no GPU", re.I)
 
 
+def guide_pages(root: Path = ROOT) -> list[Path]:
+    """The README and the pages of `docs/` (those the project has: generation leaves some out)."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
 def readme_commands(readme: Path = ROOT / "README.md") -> list[str]:
-    """The `python <script>.py ...` and doctor lines of the README's bash blocks (line
+    """The `python <script>.py ...` and doctor lines of a page's bash blocks (line
     continuations joined), each once, leaving out those for the team's own `model=mine`."""
     commands, block, pending = [], False, ""
     for line in readme.read_text().splitlines():
@@ -51,7 +56,17 @@ def readme_commands(readme: Path = ROOT / "README.md") -> list[str]:
     return list(dict.fromkeys(commands))  # each once
 
 
-COMMANDS = readme_commands()
+def guide_commands() -> dict[str, str]:
+    """Every page's commands, each once (the first page that writes it), by command."""
+    found: dict[str, str] = {}
+    for page in guide_pages():
+        for command in readme_commands(page):
+            found.setdefault(command, page.relative_to(ROOT).as_posix())
+    return found
+
+
+PAGES = guide_commands()
+COMMANDS = list(PAGES)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +85,8 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def filled(command: str, places: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """The command's environment and arguments, its placeholders replaced by real paths."""
-    command = re.sub(r"logs/train/runs/<run>/checkpoints/epoch_\d+\.ckpt", places["ckpt"], command)
+    best = r"logs/train/runs/<run>/checkpoints/epoch_(?:\d+|<NNN>)\.ckpt"
+    command = re.sub(best, places["ckpt"], command)
     command = command.replace("logs/train/runs/<run>", places["run"])
     command = command.replace("ckpt_path=...", f"ckpt_path={places['ckpt']}")
     command = command.replace("input_path=inputs.npy", f"input_path={places['inputs']}")
@@ -83,9 +99,19 @@ def filled(command: str, places: dict[str, str]) -> tuple[dict[str, str], list[s
 
 
 def test_the_readme_names_every_entry_point() -> None:
-    named = {shlex.split(c)[1].removesuffix(".py") for c in COMMANDS if " python " in f" {c}"}
+    readme = readme_commands()
+    named = {shlex.split(c)[1].removesuffix(".py") for c in readme if " python " in f" {c}"}
     assert named >= set(SCRIPTS), named
-    assert any(c.endswith("-doctor") or "-doctor " in c for c in COMMANDS)
+    assert any(c.endswith("-doctor") or "-doctor " in c for c in readme)
+
+
+def test_the_commands_of_the_docs_pages_are_followed() -> None:
+    """The pages the README links hold commands too (its guides moved there): they are run."""
+    pages = set(PAGES.values())
+    assert "README.md" in pages and any(page.startswith("docs/") for page in pages), pages
+    linked = re.findall(r"\]\((docs/[\w.-]+\.md)", (ROOT / "README.md").read_text())
+    missing = [page for page in linked if not (ROOT / page).is_file()]
+    assert missing == [], missing
 
 
 def checked(command: str, places: dict[str, str]) -> tuple[int, str]:
@@ -104,7 +130,7 @@ def checked(command: str, places: dict[str, str]) -> tuple[int, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", COMMANDS, ids=[f"{PAGES[c]}: {c}" for c in COMMANDS])
 def test_a_readme_command_as_written_passes_the_checks_or_names_what_the_machine_lacks(
     command: str, places: dict[str, str]
 ) -> None:

@@ -88,7 +88,7 @@ def test_served_answers_equal_predict_py(trained: Trained, name: str, tmp_path: 
         status, one = server.predict({"inputs": inputs[0].tolist()})
         assert status == 200, one
         if name == "mlp":
-            client = run_readme_client(server.port)
+            client = run_guide_client(server.port)
     assert len(rows) == len(inputs)
     if name == "diabetes":  # the regressor's forward: one number a sample
         assert list(answer) == ["prediction"] and isinstance(one["prediction"], float)
@@ -100,7 +100,7 @@ def test_served_answers_equal_predict_py(trained: Trained, name: str, tmp_path: 
         written = np.array([[float(row[f"prob_{k}"]) for k in range(10)] for row in rows])
         assert np.abs(np.array(answer["prob"]) - written).max() <= 1e-6
         assert one["prediction"] == answer["prediction"][0] and len(one["prob"]) == 10
-        # the README's client sends the first digit of scikit-learn's set, alone
+        # the guide's client sends the first digit of scikit-learn's set, alone
         digit = DigitsDataModule().load()[0][0][:1]
         model = ImageClassifier.load_from_checkpoint(checkpoint).eval()
         with torch.no_grad():
@@ -110,10 +110,11 @@ def test_served_answers_equal_predict_py(trained: Trained, name: str, tmp_path: 
         assert float(sure) == pytest.approx(expected["prob"].max().item(), abs=1e-6)
 
 
-def run_readme_client(port: int) -> str:
-    """The README's client snippet (After training), word for word, but for the port."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("<!-- serve-client:start -->")[1].split("<!-- serve-client:end -->")[0]
+def run_guide_client(port: int) -> str:
+    """The guide's client snippet (docs/after-training.md, "Serve"), word for word, but for the
+    port."""
+    guide = (ROOT / "docs" / "after-training.md").read_text()
+    block = guide.split("<!-- serve-client:start -->")[1].split("<!-- serve-client:end -->")[0]
     code = block.strip().removeprefix("```python").removesuffix("```")
     assert code.count("localhost:8000") == 1
     result = subprocess.run(

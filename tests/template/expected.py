@@ -12,7 +12,13 @@ from collections.abc import Mapping
 from .conftest import ROOT
 
 # The template's own files: never in a generated project.
-TEMPLATE_ONLY = ("cookiecutter.json", "hooks/", "{{cookiecutter.project_slug}}/", "tests/template/")
+TEMPLATE_ONLY = (
+    "cookiecutter.json",
+    "hooks/",
+    "{{cookiecutter.project_slug}}/",
+    "tests/template/",
+    "docs/template.md",
+)
 CI_WORKFLOW = ".github/workflows/ci.yml"
 DEFAULT_NAME = re.compile(r"my[-_ ]project", re.IGNORECASE)
 SPEC = json.loads((ROOT / "cookiecutter.json").read_text())

@@ -1,7 +1,7 @@
-"""Moving in, as the README writes it, in a generated project of non-default answers (CPU, DDP
+"""Moving in, as the guides write it, in a generated project of non-default answers (CPU, DDP
 on 2 devices, CSV): a team's docs-style module and data module made the project's defaults
-("Bring your own model and data", step by step), and a lightning-hydra-template project's
-files taken through "Moving in from lightning-hydra-template" word for word (its shell block
+(the README's "Bring your own model and data", step by step), and a lightning-hydra-template
+project's files taken through docs/lightning-hydra-template.md word for word (its shell block
 run as written). Then the project's own `make lint` and `make test-fast` pass, and LHT's
 experiment trains, evaluates and predicts with the guide's commands.
 
@@ -189,8 +189,11 @@ class LitData(L.LightningDataModule):
 """
 
 
+LHT_GUIDE = "docs/lightning-hydra-template.md"
+
+
 def readme_block(readme: str, marker: str) -> str:
-    """The code of the README block between `<!-- marker:start -->` and `<!-- marker:end -->`."""
+    """The code of a page's block between `<!-- marker:start -->` and `<!-- marker:end -->`."""
     block = readme.split(f"<!-- {marker}:start -->")[1].split(f"<!-- {marker}:end -->")[0]
     return block.strip().split("\n", 1)[1].rsplit("```", 1)[0]
 
@@ -257,8 +260,9 @@ def moved_in(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     venv = python.parents[1]
     (venv / ".installed").touch()  # its `make` targets use this environment as installed
     lht = lht_project(base / "lht-project")
+    guide = (project / LHT_GUIDE).read_text()
     steps = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", readme_block(readme, "moving-in")],
+        ["bash", "-euo", "pipefail", "-c", readme_block(guide, "moving-in")],
         cwd=project,
         env=subprocess_env(LHT=str(lht), VENV=str(venv)),
         capture_output=True,
@@ -315,8 +319,8 @@ def test_lhts_experiment_trains_evaluates_and_predicts_with_the_guides_commands(
     project whose trainer runs 2 processes: test accuracy of the run, equal in eval.py's
     evaluation of its best checkpoint, and predict.py's class scores for each test sample."""
     project, python = moved_in
-    readme = (project / "README.md").read_text()
-    train, evaluate, predict = readme_block(readme, "moving-in-commands").strip().splitlines()
+    guide = (project / LHT_GUIDE).read_text()
+    train, evaluate, predict = readme_block(guide, "moving-in-commands").strip().splitlines()
 
     def run(command: str) -> subprocess.CompletedProcess[str]:
         words = shlex.split(command, comments=True)
@@ -339,7 +343,7 @@ def test_lhts_experiment_trains_evaluates_and_predicts_with_the_guides_commands(
     (best,) = (run_dir / "checkpoints").glob("epoch_*.ckpt")
 
     def filled(command: str) -> str:
-        return re.sub(r"logs/train/runs/<run>/checkpoints/epoch_\d+\.ckpt", str(best), command)
+        return re.sub(r"logs/train/runs/<run>/checkpoints/epoch_<NNN>\.ckpt", str(best), command)
 
     evaluated = run(filled(evaluate))
     assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
