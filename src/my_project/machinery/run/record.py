@@ -131,5 +131,5 @@ def command(script: str) -> str:
     beside a `train.py`, else the console script (`my-project-eval`)."""
     launched = Path(sys.argv[0])
     if launched.suffix == ".py" or "-" not in launched.name:
-        return f"python {shown_path(launched.with_name(f'{script}.py'))}"
+        return f"python {shlex.quote(shown_path(launched.with_name(f'{script}.py')))}"
     return f"{launched.name.rsplit('-', 1)[0]}-{script}"
