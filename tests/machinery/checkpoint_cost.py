@@ -1,9 +1,9 @@
 """What verifying checkpoints costs, on a 100 MB one: `python -m tests.machinery.checkpoint_cost`.
 
 Side by side in one process, the median of 5 (files in the page cache, as right after a save):
-saving with `torch.save` against the template's save (temporary file, digest, fsync, rename),
-and reading with `torch.load(weights_only=True, mmap=True)` against `read_checkpoint` (digest
-verified) plus the NaN check, each followed by reading every weight once, as a use would.
+saving with `torch.save` against the template's save (temporary file, fsync, rename), and
+reading with `torch.load(weights_only=True, mmap=True)` against `read_checkpoint` (the zip's
+CRCs verified) plus the NaN check, each followed by reading every weight once, as a use would.
 A first read of each version of a file verifies it; later reads in the process do not.
 """
 
@@ -51,14 +51,14 @@ def main() -> None:
             return use(loaded)
 
         read = median_seconds(read_verified)
-        digest = median_seconds(lambda: (atomic_io._damage.cache_clear(), atomic_io.damage(ours)))
+        crc = median_seconds(lambda: (atomic_io._damage.cache_clear(), atomic_io.damage(ours)))
         size = ours.stat().st_size / 1e6
     print(f"checkpoint of {size:.0f} MB:")
     print(
         f"  save: torch.save {save:.3f} s, the template's {save_ours:.3f} s ({save_ours / save:.2f}x)"
     )
     print(f"  read and use: torch.load {load:.3f} s, verified {read:.3f} s ({read / load:.2f}x)")
-    print(f"  of which the digest check alone: {digest:.3f} s")
+    print(f"  of which the CRC check alone: {crc:.3f} s")
 
 
 if __name__ == "__main__":

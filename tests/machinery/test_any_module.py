@@ -215,21 +215,10 @@ def test_a_checkpoint_of_layers_made_in_configure_model_matches_a_new_module(
 
 # -- any Trainer argument -------------------------------------------------------------------------
 def test_any_trainer_argument_is_taken_without_a_plus() -> None:
+    """Set or added (`++`): the Trainer refuses an argument it does not take itself."""
     assert with_trainer_arguments(
-        [
-            "trainer.num_sanity_val_steps=0",  # a Trainer argument the presets do not list
-            "trainer.max_epochs=3",  # listed: left to Hydra
-            "trainer.max_epoch=3",  # a typo: left to Hydra, which refuses it
-            "+trainer.limit_val_batches=2",
-            "model.lr=0.1",
-        ]
-    ) == [
-        "++trainer.num_sanity_val_steps=0",
-        "trainer.max_epochs=3",
-        "trainer.max_epoch=3",
-        "+trainer.limit_val_batches=2",
-        "model.lr=0.1",
-    ]
+        ["trainer.num_sanity_val_steps=0", "+trainer.limit_val_batches=2", "model.lr=0.1"]
+    ) == ["++trainer.num_sanity_val_steps=0", "+trainer.limit_val_batches=2", "model.lr=0.1"]
 
 
 def test_a_misspelt_key_is_refused_with_the_closest_names() -> None:

@@ -112,3 +112,20 @@ def test_a_sigterm_before_training_ends_in_one_line_and_leaves_no_run_directory(
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("Stopped by SIGTERM"), result.stderr[-3000:]
     assert not (tmp_path / "logs").exists(), sorted((tmp_path / "logs").rglob("*"))
+
+
+def test_the_next_steps_name_each_entry_point_as_this_one_was_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`python train.py` -> `python eval.py`; a console script -> its sibling; a path with a
+    blank quoted, as a shell needs it (`record.command`)."""
+    from my_project.machinery.run.record import command
+
+    monkeypatch.chdir(tmp_path)
+    for argv0, expected in (
+        ("train.py", "python eval.py"),
+        (str(tmp_path / "my dir" / "train.py"), "python 'my dir/eval.py'"),  # relative
+        ("/venv/bin/my-project-train", "my-project-eval"),
+    ):
+        monkeypatch.setattr(sys, "argv", [argv0])
+        assert command("eval") == expected

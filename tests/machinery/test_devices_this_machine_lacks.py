@@ -1,5 +1,5 @@
-"""Trainer settings that need what this machine lacks (a GPU, Apple silicon, more cores): one
-line naming what runs here, exit status 2, before the run starts. A project generated with
+"""Trainer settings that need what this machine lacks (a GPU, Apple silicon): one line naming
+what runs here, exit status 2, before the run starts. A project generated with
 `accelerator=gpu`, `mps` or `devices=-1` gets these on a machine without that hardware."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 from lightning.pytorch.accelerators import MPSAccelerator
 
 from my_project.machinery.errors import UserError
-from my_project.machinery.preflight.devices import check_devices, usable_cores
+from my_project.machinery.preflight.devices import check_devices
 
 from .helpers import run_entry
 
@@ -21,7 +21,7 @@ HAS_MPS = MPSAccelerator.is_available()
 
 @pytest.mark.skipif(HAS_MPS, reason="checks a machine without Apple silicon (MPS)")
 def test_mps_on_a_machine_without_it_names_trainer_cpu() -> None:
-    with pytest.raises(UserError, match=r"has none: run on the CPU with `trainer=cpu`\.$"):
+    with pytest.raises(UserError, match=r"has none: run on the CPU with `trainer=cpu`"):
         check_devices({"accelerator": "mps", "devices": 1})
 
 
@@ -29,16 +29,6 @@ def test_mps_on_a_machine_without_it_names_trainer_cpu() -> None:
 def test_every_gpu_on_a_machine_without_one_names_trainer_cpu() -> None:
     with pytest.raises(UserError, match=r"every GPU, but this machine has none.*`trainer=cpu`"):
         check_devices({"accelerator": "auto", "devices": -1})
-
-
-def test_more_cpu_processes_than_cores_are_refused_with_the_number_of_cores() -> None:
-    cores = usable_cores()
-    check_devices({"accelerator": "cpu", "devices": cores})
-    with pytest.raises(UserError) as error:
-        check_devices({"accelerator": "cpu", "devices": str(cores + 1)})
-    message = str(error.value)
-    assert f"asks for {cores + 1} CPU processes, but this machine has {cores} cores" in message
-    assert f"`trainer.devices={cores}`" in message
 
 
 @pytest.mark.slow
@@ -56,11 +46,6 @@ def test_more_cpu_processes_than_cores_are_refused_with_the_number_of_cores() ->
             "`trainer=cpu`",
             marks=pytest.mark.skipif(HAS_MPS, reason="needs a machine without Apple silicon"),
             id="mps",
-        ),
-        pytest.param(
-            ["trainer=cpu", f"trainer.devices={usable_cores() + 1}"],
-            f"`trainer.devices={usable_cores()}`",
-            id="cores",
         ),
     ],
 )

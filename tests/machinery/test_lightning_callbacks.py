@@ -102,9 +102,9 @@ def test_throughput_with_flops_in_the_logs_and_the_last_lines(tmp_path: Path) ->
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
-    assert lines[-1] == f"Everything this run wrote is in {tmp_path}"
-    assert lines[-2].startswith("Throughput: training ") and "; test " in lines[-2]
-    assert lines[-2].count("samples/s (") == 2 and lines[-2].endswith("GFLOP/s).")
+    at = lines.index(f"Everything this run wrote is in {tmp_path}")  # then the next steps
+    assert lines[at - 1].startswith("Throughput: training ") and "; test " in lines[at - 1]
+    assert lines[at - 1].count("samples/s (") == 2 and lines[at - 1].endswith("GFLOP/s).")
     assert "flops_per_batch" not in result.stdout + result.stderr  # no warning
 
     # Lightning logs a stage's rates every `log_every_n_steps` training steps (the test's

@@ -1,5 +1,5 @@
-"""Secrets are masked by their key's name whatever their length, in every file Hydra and
-wandb write and in every message; an unsupported key under `logger.wandb` never echoes."""
+"""Secrets are masked in every file Hydra and wandb write and in every message: by their key's
+name in structured data, and by value (from 3 characters) wherever else they occur."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from my_project.machinery.reliability.secrets import MASK, MaskedStream, mask_text
+from my_project.machinery.reliability import secrets
+from my_project.machinery.reliability.secrets import MASK, MaskedStream, mask_secrets, mask_text
 
 from .helpers import DOCS_STYLE, clean_env, run_entry, run_main_in_process
 
@@ -20,32 +21,25 @@ SEVEN = "Zq9Xy7Q"  # 7 characters: too short to count as a secret by its length 
     ("text", "masked"),
     [
         ("- +hf_token=Zq9", "- +hf_token=***"),
-        ("hf_token: Zq9", "hf_token: '***'"),
-        ("{'api_key': 'abc', 'lr': 0.1}", "{'api_key': '***', 'lr': 0.1}"),
+        ("{'api_key': 'Zq9', 'lr': 0.1}", "{'api_key': '***', 'lr': 0.1}"),
         (
-            "override_dirname: +hf_token=Zq9,logger=default",
-            "override_dirname: +hf_token=***,logger=default",
-        ),
-        (
-            "Error executing job with overrides: ['+db.password=pw1']",
+            "Error executing job with overrides: ['+db.password=Zq9']",
             "Error executing job with overrides: ['+db.password=***']",
         ),
         ("hf_token: ${oc.env:HF_TOKEN}", "hf_token: ${oc.env:HF_TOKEN}"),
-        ("max_tokens: 5 tokenizer=bert", "max_tokens: 5 tokenizer=bert"),
     ],
 )
-def test_values_are_masked_where_a_secret_key_names_them(text: str, masked: str) -> None:
-    assert mask_text(text, set()) == masked
+def test_a_secret_value_is_masked_wherever_it_occurs_in_text(text: str, masked: str) -> None:
+    assert mask_text(text, {"Zq9"}) == masked
 
 
-def test_masked_yaml_stays_yaml() -> None:
-    assert yaml.safe_load(mask_text("hf_token: Zq9\nlr: 0.1\n", set())) == {
-        "hf_token": MASK,
-        "lr": 0.1,
-    }
+def test_structured_data_is_masked_by_key_and_stays_yaml() -> None:
+    masked = mask_secrets(yaml.safe_load("hf_token: Zq9\nlr: 0.1\n"), set())
+    assert yaml.safe_load(yaml.safe_dump(masked)) == {"hf_token": MASK, "lr": 0.1}
 
 
-def test_stderr_is_masked_whoever_writes() -> None:
+def test_stderr_is_masked_whoever_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secrets, "_registered", {"Zq9"})
     sink = io.StringIO()
     MaskedStream(sink).write("overrides: ['+hf_token=Zq9', 'model.lr=0.1']\n")
     assert "Zq9" not in sink.getvalue() and "model.lr=0.1" in sink.getvalue()
@@ -74,11 +68,11 @@ def test_a_seven_character_secret_appears_nowhere_in_clear(tmp_path: Path) -> No
     assert yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())["hf_token"] == MASK
 
 
-def test_a_short_secret_is_masked_in_hydras_record_by_its_key(
+def test_a_short_secret_is_masked_in_hydras_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A 3-character value is masked where its key names it (not elsewhere: it could be any
-    word); the run stops at a check, in a directory that existed, which keeps the record."""
+    """A 3-character value is masked too; the run stops at a check, in a directory that
+    existed, which keeps Hydra's record of it."""
     run_dir = tmp_path / "existing"
     run_dir.mkdir()
     args = [*DOCS_STYLE, "+db.password=pw1", "data.batch_size=0", f"hydra.run.dir={run_dir}"]

@@ -3,37 +3,40 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from ..machinery.helpers import FAST, read_metrics, run_entry
+from ..machinery import processes
+from ..machinery.helpers import FAST, LOG_DIR_VAR, ROOT, clean_env, read_metrics, run_entry
 from .example import TRAIN_CLASSIFIER
 
 
 @pytest.fixture(scope="module")
-def default_training(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def default_training(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     """One real run of the example with its default settings (all epochs), shared by the
-    tests below: its run directory and what it printed on stderr."""
+    tests below: its run directory and what it printed on stderr and stdout."""
     run_dir = tmp_path_factory.mktemp("default_run")
     result = run_entry("train", *TRAIN_CLASSIFIER, f"hydra.run.dir={run_dir}", "logger=csv")
     assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir, result.stderr
+    return run_dir, result.stderr, result.stdout
 
 
 @pytest.fixture(scope="module")
-def default_run(default_training: tuple[Path, str]) -> Path:
+def default_run(default_training: tuple[Path, str, str]) -> Path:
     return default_training[0]
 
 
 @pytest.mark.slow
 def test_default_training_shows_nothing_of_lightnings_that_is_not_about_the_run(
-    default_training: tuple[Path, str],
+    default_training: tuple[Path, str, str],
 ) -> None:
     """Lightning 2.6 builds torch's deprecated `LeafSpec` at every step, and every Trainer
     advertises a product: nothing a user can act on, so neither is shown (entry.register)."""
-    run_dir, stderr = default_training
+    run_dir, stderr, _ = default_training
     log = (run_dir / "train.log").read_text()
     assert "LeafSpec" not in stderr
     assert "litlogger" not in stderr + log
@@ -73,13 +76,30 @@ def test_checkpoints_load_with_weights_only(default_run: Path) -> None:
 
 
 @pytest.mark.slow
-def test_eval_of_the_best_checkpoint_gives_the_same_test_accuracy(
-    default_run: Path, tmp_path: Path
+def test_the_printed_eval_command_gives_the_same_test_accuracy(
+    default_training: tuple[Path, str, str], tmp_path: Path
 ) -> None:
-    best = next((default_run / "checkpoints").glob("epoch_*.ckpt"))
-    result = run_entry("eval", f"ckpt_path={best}", f"hydra.run.dir={tmp_path}", "logger=none")
+    """A run ends with its best checkpoint, its metrics, and the commands that use that
+    checkpoint (`record.next_steps`): the eval command, run exactly as printed, tests the same
+    checkpoint the run tested."""
+    run_dir, _, stdout = default_training
+    best = next((run_dir / "checkpoints").glob("epoch_*.ckpt"))
+    assert f"best checkpoint: {best} (val/acc=" in stdout
+    assert f"metrics:         {run_dir / 'metrics.json'}" in stdout
+    printed = [line.strip() for line in stdout.splitlines()[-5:]]
+    for script in ("eval", "predict", "serve", "export"):
+        assert f"python {script}.py {shlex.quote(f'ckpt_path={best}')}" in printed
+    python, *args = shlex.split(next(line for line in printed if " eval.py " in line))
+    assert python == "python"
+    result = processes.run(  # from where train.py ran; its run directory under tmp_path
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=clean_env(**{LOG_DIR_VAR: str(tmp_path)}),
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert read_metrics(tmp_path)["test/acc"] == read_metrics(default_run)["test/acc"]
+    (eval_run,) = (tmp_path / "eval" / "runs").iterdir()
+    assert read_metrics(eval_run)["test/acc"] == read_metrics(run_dir)["test/acc"]
 
 
 @pytest.mark.slow

@@ -1,10 +1,11 @@
-"""Where the Hydra configs are, and how a composed config is shown.
+"""Where the Hydra configs are, and how a composed config and a path are shown.
 
 Only omegaconf and rich are imported here: entry points use this before torch is needed.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,14 @@ def config_dir() -> Path:
     )
 
 
+def shown_path(path: str | Path) -> str:
+    """``path`` as a command typed here takes it: relative to the current directory when it is
+    below it (`logs/train/runs/...`), else absolute."""
+    absolute = Path(path).absolute()
+    with_cwd = Path.cwd() in absolute.parents
+    return str(absolute.relative_to(Path.cwd()) if with_cwd else absolute).replace(os.sep, "/")
+
+
 def print_config_tree(
     config: Mapping[str, Any],
     order: Sequence[str] = ("data", "model", "trainer", "callbacks", "logger", "paths"),
@@ -38,21 +47,17 @@ def print_config_tree(
     from rich.console import Console
 
     tree = rich.tree.Tree("CONFIG", style="bold", guide_style="dim")
-    fields = [f for f in order if f in config] + [f for f in config if f not in order]
-    for name in fields:
-        branch = tree.add(str(name), style="bold cyan", guide_style="dim")
+    for name in [f for f in order if f in config] + [f for f in config if f not in order]:
         value = config[name]
         text = OmegaConf.to_yaml(value) if isinstance(value, Mapping) else str(value)
-        branch.add(  # long values (paths) wrap instead of being cut at the console's width
+        tree.add(str(name), style="bold cyan", guide_style="dim").add(  # long values wrap
             rich.syntax.Syntax(
                 text.rstrip(), "yaml", theme="ansi_dark", background_color="default", word_wrap=True
             )
         )
-    if save_to is None:
-        console = Console()
-        if not console.is_terminal:  # a log file (SLURM, CI, `> out.txt`): as wide as the saved one
-            console = Console(width=120)
-        console.print(tree)
+    if save_to is not None:
+        with open(save_to, "w") as handle:
+            Console(file=handle, width=120, color_system=None).print(tree)
         return
-    with open(save_to, "w") as handle:
-        Console(file=handle, width=120, color_system=None).print(tree)
+    console = Console()  # a log file (SLURM, CI, `> out.txt`): as wide as the saved one
+    (console if console.is_terminal else Console(width=120)).print(tree)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -26,21 +26,23 @@ class UserError(Exception):
     ) -> None:
         super().__init__(message)
         self.every_rank = every_rank
-        if exit_code is not None:
-            self.exit_code = exit_code
+        self.exit_code = exit_code or self.exit_code
+
+
+def causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and what it was raised from or while handling, innermost last."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def user_error_in(error: BaseException) -> UserError | None:
     """``error`` if it is a UserError, or the one behind it (Hydra's ``instantiate`` and
     OmegaConf's resolvers wrap what a constructor or a resolver raises)."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, UserError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+    return next((e for e in causes(error) if isinstance(e, UserError)), None)
 
 
 def report(error: UserError) -> None:

@@ -2,9 +2,9 @@
 
 A mistake found here is one paragraph and exit status 2 (a :class:`~..errors.UserError`).
 :func:`check_config` runs once a job: the config resolves (and its secrets are masked from then
-on), values' types and ranges, devices, the checkpoint path. What the built objects refuse is
-said by them (`run/boundary.py`); the few checks that need them are `contract`, `data`,
-`schedules` and `devices.check_launch_environment`, called while `run/build.py` builds.
+on), values' types and ranges, devices, the checkpoint. What the built objects refuse is said by
+them (`run/boundary.py`); the few checks that need them (`contract`, `data`, `schedules`,
+`devices.check_launch_environment`) are called while `run/build.py` builds.
 """
 
 from __future__ import annotations
@@ -25,11 +25,8 @@ __all__ = ["check_config", "check_devices", "check_trainer_types"]
 
 
 def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str | None:
-    """The checks that need only the config; return the checkpoint path, resolved.
-
-    ``checkpoint_required``: eval and predict need ``ckpt_path``; train may resume from one
-    (``ckpt_path=last`` is resolved here).
-    """
+    """The checks that need only the config; return the checkpoint path, resolved (``last``).
+    ``checkpoint_required``: eval, predict, serve and export need ``ckpt_path``."""
     resolved = check_config_resolves(cfg)
     protect_run_secrets(resolved)  # before any message could show one
     trainer = resolved.get("trainer") or {}
@@ -37,8 +34,9 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     check_nodes_launched(trainer)
     # `ckpt_path: ???` (eval, predict) reads as None here: the message below says what to pass.
     requested = OmegaConf.select(cfg, "ckpt_path")
-    ckpt_path = resolve_checkpoint_path(requested, Path(cfg.paths.output_dir))
-    ckpt_path = check_checkpoint_path(ckpt_path)
+    ckpt_path = check_checkpoint_path(
+        resolve_checkpoint_path(requested, Path(cfg.paths.output_dir))
+    )
     if checkpoint_required and ckpt_path is None:
         script = cfg.get("task_name", "eval")
         raise UserError(
@@ -47,8 +45,7 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     if ckpt_path is not None:
         checkpoint = read_checkpoint(ckpt_path)
         if not checkpoint_required and cfg.get("train", True):
-            epochs, steps = trainer.get("max_epochs"), trainer.get("max_steps")
-            check_resumed_progress(ckpt_path, checkpoint, epochs, steps)
+            check_resumed_progress(ckpt_path, checkpoint, trainer)
     check_values(cfg, resolved)
     check_logger_settings(resolved.get("logger"))
     return ckpt_path

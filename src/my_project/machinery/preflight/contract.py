@@ -5,7 +5,8 @@ The contract (README, "Bring your own model and data"): ``model._target_`` is a
 What a model needs from its data (classes, input shape) comes from its config (values or
 ``${data.num_classes}``) or from the data module's optional hook ``model_kwargs()``: a dict the
 template passes on as far as the model's ``__init__`` names them (or its parents' ``__init__``,
-through ``**kwargs``) and its config leaves them unset.
+through ``**kwargs``) and its config leaves them unset. A required argument nobody gives is
+refused by Python itself, in the boundary's paragraph.
 """
 
 from __future__ import annotations
@@ -13,18 +14,12 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import UserError
 
-if TYPE_CHECKING:
-    from lightning.pytorch import LightningModule
 
-MODEL_KWARGS_HOOK = "model_kwargs"
-_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-
-
-def model_class(target: str) -> type[LightningModule]:
+def model_class(target: str) -> Any:
     """The class ``model._target_`` names, which must be a LightningModule."""
     from hydra.utils import get_class
     from lightning.pytorch import LightningModule
@@ -33,14 +28,13 @@ def model_class(target: str) -> type[LightningModule]:
         cls = get_class(target)
     except Exception as error:  # ImportError, AttributeError, ValueError from Hydra's lookup
         raise UserError(
-            f"model._target_={target} cannot be imported ({error}). Give the full dotted path of "
-            "your LightningModule class, e.g. `my_project.models.classifier.ImageClassifier`, "
-            "in configs/model/<name>.yaml."
+            f"model._target_={target} cannot be imported ({' '.join(str(error).split())}). Give "
+            "the full dotted path of your LightningModule class, e.g. "
+            "`my_project.models.classifier.ImageClassifier`, in configs/model/<name>.yaml."
         ) from error
     if not (inspect.isclass(cls) and issubclass(cls, LightningModule)):
         raise UserError(
-            f"model._target_={target} is not a LightningModule subclass. The template trains, "
-            "tests and predicts with a `lightning.LightningModule`; point `model._target_` at one."
+            f"model._target_={target} is not a LightningModule subclass; point it at one."
         )
     return cls
 
@@ -53,8 +47,7 @@ def check_datamodule(datamodule: Any, target: str, fit: bool, test: bool) -> Non
     if not isinstance(datamodule, LightningDataModule):
         raise UserError(
             f"data._target_={target} builds a {type(datamodule).__name__}, not a "
-            "LightningDataModule. Point `data._target_` at a `lightning.LightningDataModule` "
-            "subclass (its train_dataloader, val_dataloader and test_dataloader give the data)."
+            "LightningDataModule; point it at a `lightning.LightningDataModule` subclass."
         )
     needed = (["train_dataloader"] if fit else []) + (["test_dataloader"] if test else [])
     missing = [hook for hook in needed if not is_overridden(hook, datamodule)]
@@ -70,20 +63,14 @@ def check_datamodule(datamodule: Any, target: str, fit: bool, test: bool) -> Non
 
 def offered_model_kwargs(datamodule: Any) -> dict[str, Any]:
     """What the data module's ``model_kwargs()`` hook offers the model ({} without the hook)."""
-    hook = getattr(datamodule, MODEL_KWARGS_HOOK, None)
+    hook = getattr(datamodule, "model_kwargs", None)
     offered = (hook() if callable(hook) else hook) if hook is not None else {}
     if not isinstance(offered, Mapping):
         raise UserError(
-            f"{type(datamodule).__name__}.{MODEL_KWARGS_HOOK}() returned a "
-            f"{type(offered).__name__}; it must return a dict of keyword arguments for the "
-            "model, e.g. `{'num_classes': 10, 'in_shape': (1, 28, 28)}`."
+            f"{type(datamodule).__name__}.model_kwargs() returned a {type(offered).__name__}; it "
+            "must return a dict of keyword arguments for the model, e.g. `{'num_classes': 10}`."
         )
     return dict(offered)
-
-
-def _named(init: Any) -> dict[str, inspect.Parameter]:
-    parameters = list(inspect.signature(init).parameters.values())[1:]  # not `self`
-    return {p.name: p for p in parameters if p.kind in _NAMED}
 
 
 def accepted_parameters(cls: type) -> set[str]:
@@ -96,8 +83,11 @@ def accepted_parameters(cls: type) -> set[str]:
             continue
         if klass.__module__.split(".")[0] in ("lightning", "pytorch_lightning", "torch"):
             break
-        accepted |= set(_named(init))
-        if not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
+        parameters = list(inspect.signature(init).parameters.values())[1:]  # not `self`
+        accepted |= {
+            p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
             break
     return accepted
 
@@ -126,30 +116,6 @@ def instantiate_model(model_cfg: Any, cls: type, extra: Mapping[str, Any]) -> An
             del extra[twice[1]]
 
 
-def check_model_arguments(
-    cls: type, given: Iterable[str], offered: Mapping[str, Any], data_name: str
-) -> None:
-    """Every required argument of the model's ``__init__`` is set by the config or the data."""
-    known = set(given) | set(offered)
-    parameters = _named(cls.__init__)  # type: ignore[misc]
-    missing = [n for n, p in parameters.items() if p.default is p.empty and n not in known]
-    if not missing:
-        return
-    hook = (
-        f"{data_name}.{MODEL_KWARGS_HOOK}() offers {', '.join(sorted(offered))}"
-        if offered
-        else f"{data_name} offers none (it has no {MODEL_KWARGS_HOOK}() hook)"
-    )
-    interpolation = "${data." + missing[0] + "}"
-    raise UserError(
-        f"{cls.__name__} needs {', '.join(f'`{name}`' for name in missing)}, which neither its "
-        f"config nor the data give: {hook}. Set it in configs/model (e.g. "
-        f"`{missing[0]}: {interpolation}` when the data config has that key, or "
-        f"`model.{missing[0]}=...` on the command line), or return it from the data module's "
-        f"`{MODEL_KWARGS_HOOK}()`."
-    )
-
-
 def check_parameters(model: Any) -> None:
     """No parameter of the built model is empty (a layer of size 0 learns nothing, and the
     layers after it see only zeros; torch only warns)."""
@@ -159,7 +125,7 @@ def check_parameters(model: Any) -> None:
         if not isinstance(parameter, UninitializedParameter) and parameter.numel() == 0:
             raise ValueError(
                 f"the model has a layer of size 0: its parameter {name} has shape "
-                f"{tuple(parameter.shape)} and no elements; a layer needs at least one unit"
+                f"{tuple(parameter.shape)}; a layer needs at least one unit"
             )
 
 

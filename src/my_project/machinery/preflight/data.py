@@ -1,5 +1,6 @@
 """The training data, prepared as Lightning will prepare it, and checked against the batch size
-and the validation interval before anything of the run is written."""
+and the validation interval before anything of the run is written (a DataLoader refuses a bad
+``batch_size`` or ``num_workers`` itself, once it is made)."""
 
 from __future__ import annotations
 
@@ -18,19 +19,17 @@ def check_training_data(datamodule: Any, trainer: Any) -> int | None:
     datamodule.setup("fit")
     loader = datamodule.train_dataloader()
     batch_size = getattr(loader, "batch_size", None)
-    # A DataLoader has a dataset; `data.on_device` batches (DeviceBatches) only a sampler.
-    source = loader.dataset if hasattr(loader, "dataset") else getattr(loader, "sampler", None)
     try:
-        size, batches = len(source), len(loader)  # type: ignore[arg-type]
-    except TypeError:
-        return None  # an iterable data set has no length to compare with
+        size, batches = len(loader.dataset), len(loader)
+    except (TypeError, AttributeError):
+        return None  # an iterable data set (or batches made by other means) has no length
     if size == 0:
         raise UserError("The training split is empty; check the data directory and fractions.")
     if batch_size is not None and batch_size > size:
         raise UserError(
-            f"data.batch_size={batch_size} is larger than the training split ({size} "
-            f"examples), so every epoch would be a single short batch. Use "
-            f"`data.batch_size={min(size, 64)}` or another value up to {size}."
+            f"data.batch_size={batch_size} is larger than the training split ({size} examples), "
+            f"so every epoch would be a single short batch. Use `data.batch_size={min(size, 64)}` "
+            f"or another value up to {size}."
         )
     batches = math.ceil(batches / max(trainer.world_size, 1))
     limit = trainer.limit_train_batches

@@ -1,4 +1,4 @@
-"""Settings under `logger.wandb` that wandb does not take, named without their value.
+"""Settings under a wandb logger that wandb does not take, named without their value.
 
 Lightning's ``WandbLogger`` hands every unknown keyword to ``wandb.init``, which fails late (when
 the logger first logs, after the run directory exists), and Hydra then prints the whole command
@@ -7,6 +7,7 @@ line, the value included: often a credential (``+logger.wandb.api_key=...``).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 from collections.abc import Mapping
@@ -15,26 +16,21 @@ from typing import Any
 from ..errors import UserError
 from ..reliability.secrets import looks_secret
 
-_WANDB_TARGETS = (
-    "my_project.machinery.loggers.wandb.wandb_logger",
-    "lightning.pytorch.loggers.WandbLogger",
-    "lightning.pytorch.loggers.wandb.WandbLogger",
-    "pytorch_lightning.loggers.WandbLogger",
-)
-
 
 def check_logger_settings(loggers: Mapping[str, Any] | None) -> None:
-    """Every key of a wandb logger entry is one that this project's factory, Lightning's
-    WandbLogger or `wandb.init` takes; else a UserError naming the key."""
+    """Every key of a wandb logger entry is one that its ``_target_``, Lightning's WandbLogger
+    or `wandb.init` takes; else a UserError naming the key."""
     for name, entry in (loggers or {}).items():
-        if not isinstance(entry, Mapping) or entry.get("_target_") not in _WANDB_TARGETS:
+        target = entry.get("_target_") if isinstance(entry, Mapping) else None
+        if not isinstance(target, str) or "wandb" not in target.lower():
             continue
         import wandb
+        from hydra.utils import get_object
         from lightning.pytorch.loggers import WandbLogger
 
-        from ..loggers.wandb import wandb_logger
-
-        functions = (wandb_logger, WandbLogger.__init__, wandb.init)
+        functions: list[Any] = [WandbLogger, wandb.init]
+        with contextlib.suppress(Exception):  # an unimportable target: the build refuses it
+            functions.append(get_object(target))
         accepted = {p for f in functions for p in inspect.signature(f).parameters}
         accepted -= {"self", "kwargs"}
         unknown = sorted(k for k in entry if not str(k).startswith("_") and k not in accepted)

@@ -1,14 +1,14 @@
-"""Checkpoint files: never half-written, carrying their own digest, holding only plain data.
+"""Checkpoint files: never half-written, verified before use, holding only plain data.
 
 - Atomic: written to a temporary file beside the target, fsynced, ``os.replace``d over it, the
   directory fsynced. (Lightning's own "atomic" save goes through the system temp directory, often
   another filesystem, where the final move is a copy that ``kill -9`` can cut short.) The
   temporary name ends in ``.part``, so it is never taken for a checkpoint; the next save removes
   one a killed writer left (a run directory has one writer: `run_dir.RunDirLock`).
-- Digest: the file's sha256 is written as the zip archive's comment (``torch.save`` writes a zip;
-  its comment is its last bytes, renamed into place with the rest; ``unzip -z`` shows it).
-  :func:`check_intact` verifies it, or the zip's CRCs in a checkpoint from elsewhere:
-  ``torch.load`` checks neither, and reads flipped bytes as weights.
+- Verified: ``torch.save`` writes a zip archive whose every entry (each tensor's bytes, the
+  pickled structure) carries its CRC-32, written with it; ``torch.load`` checks none and reads
+  flipped bytes as weights. :func:`damage` reads every entry against its CRC, once for each
+  version of a file in a process (a 100 MB checkpoint: 0.03 s here; a sha256 of it, 0.07 s).
 - Plain: hyperparameters are saved as data ``torch.load(weights_only=True)`` reads
   (:func:`plain`), secrets masked (``reliability/secrets.py``).
 """
@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import os
-import struct
 import zipfile
 from enum import Enum
 from pathlib import Path
@@ -31,29 +29,19 @@ from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from ..errors import UserError
 from .secrets import MASK, secret_values
 
 _PARTIAL_PREFIX = ".partial-"
-_DIGEST = b"sha256:"
-_COMMENT = len(_DIGEST) + 64  # the zip comment written here: "sha256:<64 hex digits>"
-_SILENT = " (a changed byte in its weights would change every result, without an error)"
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
-    """``torch.save`` to a temporary file beside ``path``, its digest added, fsync, rename."""
+    """``torch.save`` to a temporary file beside ``path``, fsync, rename over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f"{_PARTIAL_PREFIX}{os.getpid()}-{path.name}.part"
     try:
-        with open(tmp, "w+b") as handle:
+        with open(tmp, "wb") as handle:
             torch.save(obj, handle)
-            end = handle.seek(-22, os.SEEK_END) + 20  # the zip's end record; its comment length
-            record = handle.read(22)
-            if record.startswith(b"PK\x05\x06") and record.endswith(b"\0\0"):  # no comment yet
-                comment = _DIGEST + _sha256(handle, end).encode()
-                handle.seek(end)
-                handle.write(struct.pack("<H", len(comment)) + comment)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -71,54 +59,23 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
     return path
 
 
-def _sha256(handle: Any, length: int) -> str:
-    """The sha256 of the first ``length`` bytes of the open file ``handle``."""
-    digest, _ = hashlib.sha256(), handle.seek(0)
-    while length > 0 and (chunk := handle.read(min(length, 1 << 22))):
-        digest.update(chunk)
-        length -= len(chunk)
-    return digest.hexdigest()
-
-
 def damage(path: str | Path) -> str | None:
-    """What is wrong with the checkpoint file ``path``, None when it is intact: its digest
-    (one this module wrote) or else its zip entries' CRCs (one from elsewhere) are checked,
-    once for each version of the file in a process."""
+    """What is wrong with the checkpoint file ``path`` (see the module docstring); None when
+    every entry of its zip matches its CRC."""
     stat = os.stat(path)
     return _damage(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
 @functools.cache
-def _damage(path: str, size: int, _mtime: int, _inode: int) -> str | None:
-    with open(path, "rb") as handle:
-        handle.seek(max(size - _COMMENT - 2, 0))
-        tail = handle.read()
-        if tail[:2] == struct.pack("<H", _COMMENT) and tail[2:].startswith(_DIGEST):
-            if _sha256(handle, size - _COMMENT - 2) == tail[2 + len(_DIGEST) :].decode():
-                return None
-            return f"its bytes do not match the sha256 digest written into it when saved{_SILENT}"
+def _damage(path: str, *_version: int) -> str | None:
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except Exception as error:  # BadZipFile, zlib.error, a truncated file
         return f"it is truncated, or not a whole zip archive ({type(error).__name__}: {error})"
-    return None if bad is None else f"its entry {bad} fails its CRC check{_SILENT}"
-
-
-def check_intact(path: str | Path, what: str = "ckpt_path") -> None:
-    """A UserError when ``path`` is damaged, naming the newest checkpoint beside it that is not."""
-    problem = damage(path)
-    if problem is None:
-        return
-    others = [p for p in Path(path).parent.glob("*.ckpt") if p.is_file() and p != Path(path)]
-    others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    intact = next((p for p in others if damage(p) is None), None)
-    instead = (
-        f"The newest checkpoint beside it that verifies is {intact}: pass `{what}={intact}`."
-        if intact
-        else "No checkpoint beside it verifies; retrain, or restore the file from a copy."
-    )
-    raise UserError(f"{what}={path} cannot be read as a checkpoint: {problem}. {instead}")
+    if bad is None:
+        return None
+    return f"its entry {bad} fails its CRC check (a changed byte would change every result)"
 
 
 _PLAIN = (type(None), bool, int, float, complex, bytes, torch.dtype, torch.device, torch.Size)

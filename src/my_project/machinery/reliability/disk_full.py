@@ -1,9 +1,8 @@
 """A disk that fills up during a run: one paragraph that says what is kept and how to go on.
 
 Checkpoints are written atomically (`atomic_io.py`): a save the disk cuts short leaves the
-previous complete ``last.ckpt`` and no file ending in ``.ckpt`` that does not load. What is
-left to say is where that checkpoint is and the command that resumes from it, instead of a
-traceback ending in ``OSError: [Errno 28] No space left on device``.
+previous complete checkpoint. What is left to say is which one it is and the command that
+resumes from it, instead of a traceback ending in ``OSError: [Errno 28] No space left``.
 """
 
 from __future__ import annotations
@@ -11,35 +10,27 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import UserError, causes
 from .resume import newest_checkpoint
 
 _FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
-def disk_full_error(error: BaseException, run_dir: str | Path | None) -> UserError | None:
-    """A UserError (exit status 1) for a full disk or quota anywhere in ``error``'s chain;
-    None for anything else."""
-    full = next((e for e in _chain(error) if isinstance(e, OSError) and e.errno in _FULL), None)
+def disk_full_error(error: BaseException, run_dir: str | None) -> UserError | None:
+    """A UserError (exit status 1) for a full disk or quota anywhere in ``error``'s chain."""
+    full = next((e for e in causes(error) if isinstance(e, OSError) and e.errno in _FULL), None)
     if full is None:
         return None
     what = f" writing {full.filename}" if full.filename else ""
     message = f"The disk is full ({full.strerror or 'No space left on device'}{what})."
     checkpoint = newest_checkpoint(Path(run_dir)) if run_dir else None
-    if checkpoint is not None:
-        message += (
-            f" The run stopped; its newest complete checkpoint is {checkpoint}. Free some space,"
-            f" then resume with `python train.py resume={run_dir}`."
+    if checkpoint is None:
+        return UserError(
+            f"{message} The run stopped before its first checkpoint; free some space and run it again.",
+            exit_code=1,
         )
-    else:
-        message += " The run stopped before its first checkpoint; free some space and run it again."
-    return UserError(message, exit_code=1)
-
-
-def _chain(error: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and all(current is not e for e in seen):
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
+    return UserError(
+        f"{message} The run stopped; its newest complete checkpoint is {checkpoint}. Free some "
+        f"space, then resume with `python train.py resume={run_dir}`.",
+        exit_code=1,
+    )

@@ -1,10 +1,10 @@
 """Continuing a run: `resume=<run dir>` and `ckpt_path=last`.
 
 ``python train.py resume=RUN_DIR [overrides]`` re-runs the command that started RUN_DIR (the
-overrides Hydra saved in ``RUN_DIR/.hydra/overrides.yaml``, so the same configs compose to
-the same model and data), plus any new overrides, writing into RUN_DIR and restarting from its
-newest checkpoint (:func:`newest_checkpoint`; or a typed ``ckpt_path=``). Hydra's record of the resumed command goes to
-``RUN_DIR/.hydra/resume_<time>/`` so the original stays as it was. Only omegaconf is needed.
+overrides Hydra saved in ``RUN_DIR/.hydra/overrides.yaml``), plus any new overrides, writing
+into RUN_DIR and restarting from its newest checkpoint (or a typed ``ckpt_path=``). Hydra's
+record of the resumed command goes to ``RUN_DIR/.hydra/resume_<time>/``, so the original stays
+as it was. Only omegaconf is needed.
 """
 
 from __future__ import annotations
@@ -37,26 +37,21 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     if not resume:
         return list(argv)
     run_dir = Path(resume[-1].split("=", 1)[1]).expanduser()
-    if not run_dir.is_dir():
-        raise UserError(
-            f"resume={run_dir}: no such run directory. Pass a directory under logs/train/runs/ "
-            "(the one holding the run's .hydra/ and checkpoints/)."
-        )
     saved_path = run_dir / ".hydra" / "overrides.yaml"
-    if not saved_path.is_file():
+    if not run_dir.is_dir():
+        problem = "no such run directory"
+    elif not saved_path.is_file():
+        problem = f"{saved_path} is missing, so the run's command cannot be rebuilt"
+    elif newest_checkpoint(run_dir) is None:
+        problem = "the run has no checkpoints/last.ckpt nor any other checkpoint to continue from"
+    else:
+        problem = ""
+    if problem:
         raise UserError(
-            f"resume={run_dir}: {saved_path} is missing, so the run's config cannot be rebuilt. "
-            "Is this a run directory of train.py? Otherwise use `ckpt_path=PATH` with the same "
-            "overrides as the original run."
-        )
-    if newest_checkpoint(run_dir) is None:
-        raise UserError(
-            f"resume={run_dir}: the run has no checkpoints/last.ckpt nor any other checkpoint "
-            "(it stopped before its first), so there is nothing to continue. Start it again, in "
-            "a new directory."
+            f"resume={run_dir}: {problem}. Pass the directory of a run of train.py that saved a "
+            "checkpoint (logs/train/runs/<run>), or start the run again."
         )
     saved = saved_overrides(saved_path, run_dir)
-    saved += saved_search_path(run_dir)
     new = [arg for arg in argv if override_key(arg) != RESUME_KEY]
     typed = {override_key(o) for o in new}  # a typed `ckpt_path=` continues from that file
     dropped = typed | {"ckpt_path", "hydra.run.dir"}
@@ -81,44 +76,26 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
 
 
 def saved_overrides(saved_path: Path, run_dir: Path) -> list[str]:
-    """The overrides the run was started with, as Hydra saved them (a YAML list of strings);
-    a file that is not that (edited, cut short) is a UserError naming it."""
-    problem = None
+    """The overrides the run was started with (a YAML list of strings), and its
+    ``hydra.searchpath`` (where its configs were found), which Hydra keeps in `hydra.yaml`."""
+    path = saved_path
     try:
-        saved = OmegaConf.to_container(OmegaConf.load(saved_path))
-    except Exception as error:  # yaml's ScannerError, ParserError, a file that is not text
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = f"{getattr(error, 'problem', None) or type(error).__name__}{where}"
-    else:
-        if not isinstance(saved, list) or not all(isinstance(o, str) for o in saved):
-            problem = f"it holds a {type(saved).__name__}, not a list of overrides"
-    if problem is not None:
-        raise UserError(
-            f"resume={run_dir}: {saved_path} cannot be read ({problem}), so the run's command "
-            "cannot be rebuilt. Restore the file (a YAML list such as `- model/net=cnn`), or "
-            f"start again with the original overrides and `ckpt_path={run_dir}/checkpoints/"
-            "last.ckpt`."
+        saved = OmegaConf.to_container(OmegaConf.load(path))
+        assert isinstance(saved, list) and all(isinstance(o, str) for o in saved)
+        path = run_dir / ".hydra" / "hydra.yaml"
+        found = (
+            OmegaConf.select(OmegaConf.load(path), "hydra.overrides.hydra")
+            if path.is_file()
+            else []
         )
-    return [str(o) for o in saved]  # type: ignore[union-attr]
-
-
-def saved_search_path(run_dir: Path) -> list[str]:
-    """The run's ``hydra.searchpath`` override, if it had one: where its configs were found
-    (e.g. a team's configs outside `configs/`). Hydra keeps it with its own overrides in
-    ``.hydra/hydra.yaml``, not in ``overrides.yaml``."""
-    hydra_record = run_dir / ".hydra" / "hydra.yaml"
-    if not hydra_record.is_file():
-        return []
-    try:
-        overrides = OmegaConf.select(OmegaConf.load(hydra_record), "hydra.overrides.hydra") or []
-    except Exception as error:  # a broken record: the run's configs are the project's own
+    except Exception as error:  # yaml's errors, a file that is not text, not a list
         raise UserError(
-            f"resume={run_dir}: {hydra_record} cannot be read ({type(error).__name__}), so "
-            "where the run found its configs is unknown. Restore the file, or start again with "
-            f"the original overrides and `ckpt_path={run_dir}/checkpoints/last.ckpt`."
+            f"resume={run_dir}: {path} cannot be read ({type(error).__name__}), so the run's "
+            "command cannot be rebuilt. Restore the file (overrides.yaml is a YAML list such as "
+            "`- model/net=cnn`), or start again with the original overrides and "
+            f"`ckpt_path={run_dir}/checkpoints/last.ckpt`."
         ) from error
-    return [str(o) for o in overrides if override_key(str(o)) == "hydra.searchpath"]
+    return saved + [str(o) for o in found or [] if override_key(str(o)) == "hydra.searchpath"]
 
 
 def newest(paths: list[Path]) -> Path | None:

@@ -1,28 +1,25 @@
 """Run directories that never collide, hold one run each, and that bad input never leaves behind.
 
 ``${unique_dir:PATH}`` (configs/hydra/default.yaml) creates ``PATH``, or ``PATH_1``, ``PATH_2``...
-if it exists, with ``os.mkdir``, which fails rather than reuse a directory another process
-just created. The result is remembered: Hydra resolves the run directory more than once.
+if it exists, with ``os.mkdir``, which fails rather than reuse a directory another process just
+created. The result is remembered: Hydra resolves the run directory more than once.
 
-Hydra makes the run directory (its `.hydra/` record and the job's log file) before the task
-runs: :func:`remove_if_untouched` removes it again after a refusal, only when this process
-created it (by ``unique_dir``, in a sweep directory it created, or as a ``hydra.run.dir`` of
-the command line that did not exist) and it holds nothing but Hydra's files; so are the empty
-folders it made around it. An empty ``hydra.run.dir=`` (the current directory) or
-``paths.log_dir`` (the filesystem's root) is refused before anything is made.
+Hydra makes the run directory (its `.hydra/` record and the job's log file) before the task runs:
+:func:`remove_if_untouched` removes it again after a refusal, only when this process created it
+(by ``unique_dir``, or as a ``hydra.run.dir`` of the command line that did not exist) and it
+holds nothing but Hydra's files; so are the empty folders it made around it.
 
-One run a directory (:class:`RunDirLock`, a Hydra callback in configs/hydra/default.yaml): a
-new run refuses a directory that holds a run (`resume=` continues one) before Hydra writes
-there, and a run holds an OS lock (``flock``) on its directory for its whole life, which the OS
-releases however the process ends (``kill -9`` too): a second process that would write there is
-refused, naming the holder. Under DDP the launching process holds it for every rank.
+One run a directory (:class:`RunDirLock`, a Hydra callback in configs/hydra/default.yaml): a new
+run refuses a directory that holds a run (`resume=` continues one) before Hydra writes there,
+and a run holds an OS lock (``flock``) on its directory for its whole life, which the OS releases
+however the process ends (``kill -9`` too): a second process that would write there is refused,
+naming the holder. Under DDP the launching process holds it for every rank.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import os
 import shutil
 import sys
@@ -30,7 +27,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hydra.core.utils import JobReturn
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -39,11 +35,11 @@ from ..distributed import is_rank_zero
 from ..errors import UserError
 from .secrets import mask_text
 
-_created: dict[str, str] = {}
-_made_here: set[Path] = set()  # absolute paths of the directories this process created
+_created: dict[str, str] = {}  # unique_dir's answers
+_made_here: set[Path] = set()  # the outermost folders this process created (or is about to)
 _RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
-_SWEEP_RECORD = "multirun.yaml"
 _RUN_FILES = (".hydra", "checkpoints", "metrics.json")  # a directory with one holds a run
+_SWEEP_FILES = ("multirun.yaml", ".submitit", ".hydra")  # what a sweep holds before its jobs
 _held: list[int] = []  # the lock this process holds: one run directory at a time
 
 
@@ -53,30 +49,25 @@ def unique_dir(prefix: str, _root_: Any = None) -> str:
         return _created[prefix]
     if _root_ is not None:
         check_log_dir(OmegaConf.select(_root_, "paths.log_dir", default=None))
-    _check_creatable(Path(prefix), "paths.log_dir")
-    _note_new_folders(Path(prefix).parent)
+    note_new_folder(Path(prefix).parent, "paths.log_dir")
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     for n in itertools.count():
         candidate = prefix if n == 0 else f"{prefix}_{n}"
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(candidate)
-        except FileExistsError:
-            continue
-        _created[prefix] = candidate
-        _made_here.add(Path(candidate).absolute())
-        return candidate
+            _created[prefix] = candidate
+            _made_here.add(Path(candidate).absolute())
+            return candidate
     raise AssertionError("unreachable")
 
 
 def check_log_dir(log_dir: Any) -> None:
-    """An empty ``paths.log_dir`` (an empty environment variable behind it) is a UserError:
-    the run directory below it would be relative to nowhere, at the filesystem's root."""
+    """An empty ``paths.log_dir`` (an empty environment variable behind it) would put runs at
+    the filesystem's root."""
     if not isinstance(log_dir, str) or log_dir.strip():
         return
-    variables = sorted(
-        name for name, value in os.environ.items() if name.endswith("_LOG_DIR") and not value
-    )
-    cause = f" ({', '.join(variables)} is set, but empty)" if variables else ""
+    empty = sorted(name for name, v in os.environ.items() if name.endswith("_LOG_DIR") and not v)
+    cause = f" ({', '.join(empty)} is set, but empty)" if empty else ""
     raise UserError(
         f"paths.log_dir is empty{cause}, so runs would be written under the filesystem's root "
         "(/train/runs/...). Give it a folder, e.g. `paths.log_dir=logs`, or unset the variable "
@@ -85,115 +76,80 @@ def check_log_dir(log_dir: Any) -> None:
 
 
 def register_resolvers() -> None:
-    """Make ``${unique_dir:...}`` available to the configs (idempotent)."""
-    # Not cached by OmegaConf (a resolver given `_root_` cannot be): `_created` remembers.
+    """Make ``${unique_dir:...}`` available to the configs (idempotent; not cached by OmegaConf,
+    which cannot cache a resolver given `_root_`: `_created` remembers)."""
     OmegaConf.register_new_resolver("unique_dir", unique_dir, replace=True)
 
 
-def _check_creatable(path: Path, key: str) -> None:
-    """A UserError when a file sits where ``path`` or one of its parents would be."""
-    for folder in (path, *path.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise UserError(
-                    f"The run directory {path} cannot be created: {folder} is a file. Choose "
-                    f"another place, e.g. `{key}=logs` or `hydra.run.dir=logs/train/runs/mine`."
-                )
-            return
-
-
-def note_run_dirs_on_command_line(overrides: Sequence[str]) -> None:
-    """Check a ``hydra.run.dir``/``hydra.sweep.dir`` given on the command line, and remember
-    whether it exists already (only one this process creates may be removed again)."""
-    for override in overrides:
-        key, sep, value = override.partition("=")
-        value = value.strip().strip("'\"")
-        if sep and key.lstrip("+") in _RUN_DIR_KEYS and not value.strip():
-            raise UserError(
-                f"`{key.lstrip('+')}=` is empty, so the run would be written into the current "
-                f"directory ({Path.cwd()}). Name a folder, e.g. "
-                f"`{key.lstrip('+')}=logs/train/runs/mine`, or leave it out for a new one under "
-                "logs/."
-            )
-        if sep and key.lstrip("+") == "paths.log_dir":
-            check_log_dir(value)
-        if not sep or key.lstrip("+") not in _RUN_DIR_KEYS or not value or "${" in value:
-            continue
-        path = Path(value).expanduser()
-        _check_creatable(path, key.lstrip("+"))
-        _note_new_folders(path)
-
-
-def _note_new_folders(path: Path) -> None:
-    """Remember the outermost folder of ``path`` that does not exist yet (about to be made)."""
-    path = path.absolute()
-    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
+def note_new_folder(path: Path, key: str = "hydra.run.dir") -> None:
+    """Remember the outermost folder of ``path`` that does not exist yet (about to be made, so
+    it may be removed again); a UserError when a file sits where one of them would be."""
+    chain = [Path(path).expanduser().absolute(), *Path(path).expanduser().absolute().parents]
+    missing = list(itertools.takewhile(lambda folder: not folder.exists(), chain))
+    if not chain[len(missing)].is_dir():
+        raise UserError(
+            f"The run directory {path} cannot be created: {chain[len(missing)]} is a file. "
+            f"Choose another place, e.g. `{key}=logs` or `hydra.run.dir=logs/train/runs/mine`."
+        )
     if missing:
         _made_here.add(missing[-1])
 
 
-def note_new_folder(path: Path) -> None:
-    """Remember that this process is about to make ``path`` (e.g. the `.hydra/resume_<time>`
-    record of a resumed run), so :func:`remove_record_if_made_here` may take it back."""
-    _note_new_folders(Path(path))
-
-
-def remove_record_if_made_here(record: Path) -> bool:
-    """Remove Hydra's record folder of this command (``record``) inside a run directory that
-    was there before, if this process made it; a failed `resume=` leaves the run as it was."""
-    record = Path(record).absolute()
-    if not record.is_dir() or record not in _made_here:  # noted itself, not just under a new dir
-        return False
-    shutil.rmtree(record, ignore_errors=True)
-    return True
+def note_run_dirs_on_command_line(overrides: Sequence[str]) -> None:
+    """Check a ``hydra.run.dir``/``hydra.sweep.dir``/``paths.log_dir`` of the command line, and
+    remember whether it exists already (only one this process creates may be removed again)."""
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        key, value = key.lstrip("+"), value.strip().strip("'\"")
+        if sep and key in _RUN_DIR_KEYS and not value:
+            raise UserError(
+                f"`{key}=` is empty, so the run would be written into the current directory "
+                f"({Path.cwd()}). Name a folder, e.g. `{key}=logs/train/runs/mine`, or leave it "
+                "out for a new one under logs/."
+            )
+        if sep and key == "paths.log_dir":
+            check_log_dir(value)
+        if sep and key in _RUN_DIR_KEYS and "${" not in value:
+            note_new_folder(Path(value), key)
 
 
 def _made_by_this_process(path: Path) -> bool:
-    path = path.absolute()
-    return path in _made_here or any(parent in _made_here for parent in path.parents)
-
-
-def _close_log_files_under(folder: Path) -> None:
-    for handler in list(logging.root.handlers):
-        filename = getattr(handler, "baseFilename", None)
-        if filename and folder in Path(filename).absolute().parents:
-            handler.close()
-            logging.root.removeHandler(handler)
-
-
-# What Hydra and its launchers put in a sweep directory before the first job runs.
-_SWEEP_FILES = (_SWEEP_RECORD, ".submitit", ".hydra")
+    return any(folder in _made_here for folder in (path, *path.parents))
 
 
 def remove_untouched_sweep_dirs() -> None:
-    """The directories ``unique_dir`` made in this process, if they hold only what Hydra and
-    its launcher write before a job runs (a launch that failed leaves no empty sweep)."""
+    """The directories ``unique_dir`` made in this process that hold only what Hydra and its
+    launcher write before a job runs (a launch that failed leaves no empty sweep)."""
     for made in list(_created.values()):
         remove_if_untouched(made, _SWEEP_FILES)
 
 
 def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool:
-    """Remove ``run_dir`` if this process created it and it holds only ``hydra_files`` (names
-    of its top-level entries: Hydra's record folder and the job's log file). Then the sweep
-    folder around it too, when this process created that and nothing else is left in it.
-    Returns whether ``run_dir`` was removed."""
+    """Remove ``run_dir`` if this process created it and it holds only ``hydra_files`` (names of
+    its top-level entries), then the folders this process made around it, if left empty but for
+    a sweep's record. Returns whether ``run_dir`` was removed."""
     run_dir = Path(run_dir).absolute()
     if not run_dir.is_dir() or not _made_by_this_process(run_dir):
         return False
     if any(entry.name not in hydra_files for entry in run_dir.iterdir()):
         return False
-    _close_log_files_under(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)
-    # Then the folders this process made around it (a sweep folder, new parents), if empty.
     for folder in run_dir.parents:
         if not _made_by_this_process(folder) or any(
-            entry.name != _SWEEP_RECORD for entry in folder.iterdir()
+            entry.name != _SWEEP_FILES[0] for entry in folder.iterdir()
         ):
             break
         with contextlib.suppress(OSError):
-            (folder / _SWEEP_RECORD).unlink(missing_ok=True)
+            (folder / _SWEEP_FILES[0]).unlink(missing_ok=True)
             folder.rmdir()  # only if empty: a run started beside it meanwhile stays
     return True
+
+
+def remove_record_if_made_here(record: Path) -> None:
+    """Remove Hydra's record folder of this command inside a run directory that was there
+    before (a `resume=`'s `.hydra/resume_<time>`), if this process made it."""
+    if Path(record).absolute() in _made_here:
+        shutil.rmtree(record, ignore_errors=True)
 
 
 class RunDirLock(Callback):
@@ -215,7 +171,7 @@ class RunDirLock(Callback):
         if config.hydra.mode == RunMode.MULTIRUN and is_rank_zero():
             _claim_or_exit(Path(config.hydra.runtime.output_dir), _RUN_FILES[1:], "")
 
-    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         release()
 
 

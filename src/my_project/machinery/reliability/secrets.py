@@ -1,13 +1,12 @@
 """Secrets (API keys, tokens, passwords) never reach the screen or the run directory.
 
-A config key or environment variable "looks secret" when its name has a word such as
-``token``, ``secret``, ``password`` or a pair such as ``api_key``. Their values become ``***``
-in what the run prints and saves, whatever their length: by key name in structured data (the
-config, logged hyperparameters) and in text wherever the key names the value (``+hf_token=...``,
-``hf_token: ...``, ``'api_key': '...'``). Values long enough not to be ordinary words are also
-masked wherever else they turn up: this run's secret config values of at least 6 characters,
-secret-looking environment variables (``WANDB_API_KEY``) of at least 8. Only omegaconf is
-imported here.
+A config key or environment variable "looks secret" when its name has a word such as ``token``,
+``secret``, ``password`` or a pair such as ``api_key``. Structured data (the config, logged
+hyperparameters, Hydra's `.hydra/` record) has the values of such keys replaced by ``***``.
+Text (stderr, wandb's record of the command line) has this run's secret values replaced
+wherever they occur: those under secret-looking keys of its config and of its command line (at
+least 3 characters: shorter ones would mask ordinary words), and secret-looking environment
+variables (``WANDB_API_KEY``) of at least 8. Only omegaconf and yaml are imported here.
 """
 
 from __future__ import annotations
@@ -26,15 +25,8 @@ MASK = "***"
 _SECRET_WORDS = {"password", "passwd", "passphrase", "secret", "secrets", "token", "apikey"}
 _SECRET_WORDS |= {"credential", "credentials"}
 _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("auth", "key")}
-# Shorter values are too likely to be ordinary words ("test" would mask every "test/acc"); they
-# are masked where their key names them. Environment variables are not chosen for this run.
-_MIN_CONFIG_SECRET_LENGTH = 6
-_MIN_ENV_SECRET_LENGTH = 8
+_MIN_LENGTH, _MIN_ENV_LENGTH = 3, 8
 _registered: set[str] = set()
-# `key=value` (overrides), `key: value` (YAML), `'key': 'value'` (reprs): the value is a quoted
-# string or runs to the next blank, comma, quote, backtick or closing bracket.
-_KEY = re.compile(r"""(?P<key>['"]?[+~]*[A-Za-z_][\w.\-/]*['"]?)(?P<sep>[ \t]*[=:][ \t]*)""")
-_VALUE = re.compile(r"""'[^'\n]*'|"[^"\n]*"|[^\s,'"`\]\}\)]+""")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -47,38 +39,14 @@ def looks_secret(name: str) -> bool:
     )
 
 
-def secret_values(environ: Mapping[str, str] | None = None) -> set[str]:
+def secret_values() -> set[str]:
     """The values to hide wherever they occur (see the module docstring)."""
-    environ = os.environ if environ is None else environ
-    found = {v for k, v in environ.items() if looks_secret(k) and len(v) >= _MIN_ENV_SECRET_LENGTH}
-    return found | {v for v in _registered if len(v) >= _MIN_CONFIG_SECRET_LENGTH}
-
-
-def _mask_keyed_values(text: str) -> str:
-    """Every value a secret-looking key names, masked at any length; a key that is not secret
-    does not hide what follows it (`override_dirname: +hf_token=...`)."""
-    out, pos = [], 0
-    while (key := _KEY.search(text, pos)) is not None:
-        value = _VALUE.match(text, key.end())
-        name = key["key"].strip("'\"").lstrip("+~").split(".")[-1].split("/")[-1]
-        bare = value[0].strip("'\"") if value else ""
-        # An interpolation (`${oc.env:HF_TOKEN}`) is where the secret comes from, not the secret.
-        if value is None or not looks_secret(name) or bare in ("", MASK) or "${" in bare:
-            out.append(text[pos : key.end()])
-            pos = key.end()
-            continue
-        # After a colon (YAML, a repr) a bare *** would read as a YAML alias: quote it.
-        quote = value[0][0] if value[0][0] in "'\"" else ("'" if ":" in key["sep"] else "")
-        out.append(f"{text[pos : key.end()]}{quote}{MASK}{quote}")
-        pos = value.end()
-    out.append(text[pos:])
-    return "".join(out)
+    env = {v for k, v in os.environ.items() if looks_secret(k) and len(v) >= _MIN_ENV_LENGTH}
+    return env | _registered
 
 
 def mask_text(text: str, values: Iterable[str] | None = None) -> str:
-    """``text`` with every value its key names as secret masked, then every secret value
-    (longest first, so a secret that contains another is replaced whole)."""
-    text = _mask_keyed_values(text)
+    """``text`` with every secret value masked (longest first: one inside another goes whole)."""
     for value in sorted(secret_values() if values is None else values, key=len, reverse=True):
         text = text.replace(value, MASK)
     return text
@@ -121,24 +89,27 @@ def secret_override_values(overrides: Iterable[str]) -> list[str]:
 
 
 def protect_run_secrets(resolved: Mapping[str, Any]) -> None:
-    """Register this run's secret values (those under secret-looking keys of the resolved
-    config, and of command-line overrides): from now on they are masked wherever this project
-    prints or saves. Hydra's record of the run (`.hydra/`), already written, is rewritten."""
+    """Register this run's secret values (under secret-looking keys of the resolved config and
+    of the command line): from now on they are masked wherever this project prints or saves.
+    Hydra's record of the run (`.hydra/*.yaml`), already written, is masked too."""
+    import yaml
     from hydra.core.hydra_config import HydraConfig
 
     from ..distributed import is_rank_zero
 
-    values = secret_config_values(resolved)
     hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
+    values = secret_config_values(resolved)
     values += secret_override_values(hydra_cfg.overrides.task if hydra_cfg else [])
-    _registered.update(str(v) for v in values if v is not None and str(v) not in ("", MASK))
+    _registered.update(str(v) for v in values if v is not None and len(str(v)) >= _MIN_LENGTH)
+    _registered.discard(MASK)
     output_dir = hydra_cfg.runtime.get("output_dir") if hydra_cfg else None  # type: ignore[attr-defined]
-    if hydra_cfg and hydra_cfg.output_subdir is not None and output_dir and is_rank_zero():
-        for path in (Path(output_dir) / hydra_cfg.output_subdir).rglob("*"):
-            if path.is_file() and path.suffix in (".yaml", ".yml", ".log", ".txt", ".json"):
-                text = path.read_text(errors="replace")
-                if (masked := mask_text(text)) != text:
-                    path.write_text(masked)
+    if hydra_cfg is None or hydra_cfg.output_subdir is None or not output_dir or not is_rank_zero():
+        return
+    record = Path(output_dir) / hydra_cfg.output_subdir
+    for path in record.glob("*.yaml"):
+        data = yaml.safe_load(path.read_text())
+        if (masked := mask_secrets(data)) != data:
+            path.write_text(yaml.safe_dump(masked, sort_keys=False))
 
 
 @contextmanager

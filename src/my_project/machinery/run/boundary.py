@@ -36,36 +36,29 @@ _PACKAGE = str(_HERE.parents[2]) + os.sep  # the team's rooms (models/, data/), 
 # environment it belongs to (a venv may layer over another's), and the standard library.
 _LIBRARY_FOLDERS = {"site-packages", "dist-packages"}
 _STDLIB = tuple(
-    os.path.join(os.path.realpath(sysconfig.get_path(name)), "")
-    for name in ("stdlib", "platstdlib")
+    os.path.join(os.path.realpath(sysconfig.get_path(n)), "") for n in ("stdlib", "platstdlib")
 )
-_MAX_COMPLAINT = 400  # characters of the object's own message
 
 
 @contextlib.contextmanager
 def built_from(cfg: DictConfig, node: str, by: str | None = None) -> Iterator[None]:
     """Build (or check) what ``cfg.<node>`` configures inside; decide what it raises (see the
     module docstring). ``by``: who refuses, when not the ``_target_`` of the node."""
+    from hydra.errors import InstantiationException
+
     try:
         yield
     except UserError:
         raise
     except Exception as error:
-        inner = unwrapped(error)
+        inner: BaseException = error
+        while isinstance(inner, InstantiationException) and inner.__cause__ is not None:
+            inner = inner.__cause__  # what Hydra's `instantiate` wrapped, at every level
         if isinstance(inner, UserError):
             raise inner from None
         if isinstance(inner, ValueError) or not raised_in_teams_code(inner):
             raise UserError(refusal(cfg, node, inner, by), every_rank=True) from inner
         raise inner from None  # its own traceback, down to the team's line
-
-
-def unwrapped(error: BaseException) -> BaseException:
-    """What Hydra's ``instantiate`` wrapped (at every level of a nested build)."""
-    from hydra.errors import InstantiationException
-
-    while isinstance(error, InstantiationException) and error.__cause__ is not None:
-        error = error.__cause__
-    return error
 
 
 def raised_in_teams_code(error: BaseException) -> bool:
@@ -74,10 +67,8 @@ def raised_in_teams_code(error: BaseException) -> bool:
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     filename = tb.tb_frame.f_code.co_filename if tb is not None else "<unknown>"
-    if filename.startswith("<"):  # <frozen importlib._bootstrap>, <string>
-        return False
     path = os.path.realpath(filename)
-    if path.startswith(_MACHINERY):
+    if filename.startswith("<") or path.startswith(_MACHINERY):  # <frozen importlib...>, <string>
         return False
     if path.startswith(_PACKAGE):
         return True
@@ -89,37 +80,28 @@ def refusal(cfg: DictConfig, node: str, error: BaseException, by: str | None = N
     typed = typed_under(cfg, node)
     key = typed[0][0] if len(typed) == 1 else node
     target = None if key.endswith("._target_") else by or _target_of(cfg, key)
-    refused = f"was refused by {target}" if target else "was refused"
-    complaint = describe(error)
-    group = node.split(".")[0]
-    where = f"configs/{group}/" if (config_dir() / group).is_dir() else "the config"
-    if len(typed) == 1:
-        return (
-            f"{typed[0][1]} {refused}: {complaint} Change it on the command line (or in "
-            f"{where}), or leave it out to use the default."
-        )
-    shown = ", ".join(shown for _, shown in typed)
-    with_typed = f", with {shown} from the command line" if typed else f" ({where})"
-    return (
-        f"`{node}` {refused}{with_typed}: {complaint} Fix what it names on the command line or "
-        f"in {where}."
-    )
-
-
-def describe(error: BaseException) -> str:
-    """``Type: message.``, on one line, at most a few hundred characters."""
     message = " ".join(str(error).split())
-    if len(message) > _MAX_COMPLAINT:
-        message = message[: _MAX_COMPLAINT - 3] + "..."
-    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
-    return text if text.endswith((".", "?", "!")) else text + "."
+    message = message if len(message) < 400 else message[:397] + "..."
+    complaint = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    complaint += "" if complaint.endswith((".", "?", "!")) else "."
+    if len(typed) == 1:
+        subject = typed[0][1]
+    else:
+        with_typed = (
+            f", with {', '.join(s for _, s in typed)} from the command line" if typed else ""
+        )
+        subject = f"`{node}`{with_typed}"
+    refused = f"was refused by {target}" if target else "was refused"
+    group = node.split(".")[0]
+    where = f"configs/{group}/" if (config_dir() / group).is_dir() else "configs/"
+    return f"{subject} {refused}: {complaint} Fix it on the command line or in {where}."
 
 
 def typed_under(cfg: DictConfig, node: str) -> list[tuple[str, str]]:
     """The overrides the command line typed under ``node`` (``+trainer.foo=1``, ``model/net=mlp``)
     or for a key a value under it takes (``monitor_mode=maximum``, as
-    ``callbacks.model_checkpoint.mode: ${monitor_mode}``): (key, as shown); none when the
-    config was composed by code."""
+    ``callbacks.model_checkpoint.mode: ${monitor_mode}``), the most specific of those: (key, as
+    shown). None when the config was composed by code."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
@@ -130,15 +112,13 @@ def typed_under(cfg: DictConfig, node: str) -> list[tuple[str, str]]:
     sources = dict(_references(raw, node))
     inside, choices, referenced = [], [], []
     for override in HydraConfig.get().overrides.task:
-        key = override_key(override).replace("/", ".")
+        key, shown = override_key(override).replace("/", "."), f"`{override.lstrip('+')}`"
         if key.startswith(node + ".") or (key == node and "." in node):
-            inside.append((key, f"`{override.lstrip('+')}`"))
+            inside.append((key, shown))
         elif key == node:  # `model=classifier`: the choice of the config, not a value in it
-            choices.append((key, f"`{override.lstrip('+')}`"))
+            choices.append((key, shown))
         elif key in sources:
-            referenced.append((sources[key], f"`{override.lstrip('+')}` (as {sources[key]})"))
-    # The most specific of what was typed: values under the node, else values it takes from
-    # elsewhere, else the choice of its config.
+            referenced.append((sources[key], f"{shown} (as {sources[key]})"))
     return inside or referenced or choices
 
 

@@ -8,6 +8,7 @@ and the run directory Hydra made is removed again (`entry.as_job`).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from ..distributed import is_rank_zero
 from ..errors import UserError
 from ..reliability.secrets import mask_secrets
 from .boundary import built_from
+
+__all__ = ["Job", "built_from", "evaluation_job", "load_model", "training_job"]
 
 
 @dataclass
@@ -39,24 +42,33 @@ class Job:
 
 
 def masked_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config with every secret masked (`preflight.check_config` registered this
-    run's): what the run prints, logs and saves."""
+    """The resolved config with every secret masked: what the run prints, logs and saves."""
     return mask_secrets(OmegaConf.to_container(cfg, resolve=True))
 
 
 def build_group(cfg: DictConfig, key: str) -> list[Any]:
     """Every entry of the dict-of-configs group ``cfg.<key>`` (callbacks, loggers), each inside
-    `built_from` its own node (``callbacks.model_checkpoint``); nulls, and entries whose factory
-    returns None (the progress bar when disabled), skipped."""
+    `built_from` its own node (``callbacks.model_checkpoint``). An entry with settings but no
+    ``_target_`` (``+logger.wandb.project=x`` with ``logger=csv``) builds nothing, and the run
+    would go on without it: refused."""
     built = []
     for name, entry in (cfg.get(key) or {}).items():
+        if entry and "_target_" not in entry:
+            chosen = ", ".join(str(k) for k, v in cfg[key].items() if v and "_target_" in v)
+            raise UserError(
+                f"`{key}.{name}` has settings ({', '.join(f'{key}.{name}.{k}' for k in entry)}) "
+                f"but nothing to build: the {key} chosen ({chosen or 'none'}) does not include "
+                f"`{name}`. Choose it first, e.g. `{key}=[{'csv' if key == 'logger' else 'default'},"
+                f"{name}]`, then set `{key}.{name}.<key>=...`."
+            )
         with built_from(cfg, f"{key}.{name}"):
             built += instantiate_group({name: entry})
     return built
 
 
 def instantiate_group(cfg: Mapping[str, Any] | None) -> list[Any]:
-    """Instantiate every entry of a dict-of-configs group (callbacks, loggers); skip nulls."""
+    """Instantiate every entry of a dict-of-configs group (callbacks, loggers); skip nulls, and
+    what a factory returns as None (the progress bar when disabled)."""
     from hydra.utils import instantiate
 
     built = (instantiate(e) for e in (cfg or {}).values() if e and "_target_" in e)
@@ -68,6 +80,18 @@ def trainer(cfg: DictConfig, callbacks: list[Any], loggers: list[Any], **overrid
     from hydra.utils import instantiate
 
     return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **overrides)
+
+
+def build_trainer(
+    cfg: DictConfig, callbacks: list[Any], loggers: list[Any], **overrides: Any
+) -> Any:
+    """:func:`trainer` inside `built_from` ``trainer``, and the port its processes meet at."""
+    from ..preflight.devices import check_launch_environment
+
+    with built_from(cfg, "trainer"):
+        built = trainer(cfg, callbacks, loggers, **overrides)
+    check_launch_environment(built)
+    return built
 
 
 def seed_and_precision(cfg: DictConfig) -> None:
@@ -89,12 +113,12 @@ def model_for_data(cfg: DictConfig, datamodule: Any) -> Any:
     from ..preflight import contract
 
     cls = contract.model_class(cfg.model._target_)
-    given = {str(k) for k in cfg.model if not str(k).startswith("_")}
-    given -= {str(k) for k in given if OmegaConf.is_missing(cfg.model, k)}
-    offered = contract.offered_model_kwargs(datamodule)
-    name = type(datamodule).__name__
-    contract.check_model_arguments(cls, given, offered, name)
-    extra = contract.arguments_from_data(cls, given, offered)
+    given = {
+        str(k)
+        for k in cfg.model
+        if not str(k).startswith("_") and not OmegaConf.is_missing(cfg.model, k)
+    }
+    extra = contract.arguments_from_data(cls, given, contract.offered_model_kwargs(datamodule))
     return contract.instantiate_model(cfg.model, cls, extra)
 
 
@@ -102,16 +126,12 @@ def data_name(cfg: DictConfig) -> str:
     """The `data=` option as typed (e.g. `mnist`), else the data module's class name."""
     from hydra.core.hydra_config import HydraConfig
 
-    if HydraConfig.initialized():
-        choice = HydraConfig.get().runtime.choices.get("data")
-        if choice:
-            return str(choice)
-    return str(cfg.data._target_).rsplit(".", 1)[-1]
+    choice = HydraConfig.get().runtime.choices.get("data") if HydraConfig.initialized() else None
+    return str(choice or str(cfg.data._target_).rsplit(".", 1)[-1])
 
 
 def instantiate_data(cfg: DictConfig, **values: Any) -> Any:
-    """``instantiate(cfg.data)``, with ``values`` for the keys its config has (e.g. predict.py
-    asks for ``on_device=False`` where the data module has that switch)."""
+    """``instantiate(cfg.data)``, with ``values`` for the keys its config has."""
     from hydra.utils import instantiate
 
     return instantiate(cfg.data, **{k: v for k, v in values.items() if k in cfg.data})
@@ -137,15 +157,29 @@ def load_model(target: str, ckpt_path: str, allow_non_finite: bool = False) -> A
     A file that is not such a checkpoint (empty, damaged, with non-finite weights, another
     model's) is a :class:`UserError` naming what to pass.
     """
+    from hydra.utils import instantiate
+
     from ..preflight.checkpoint import check_finite, read_checkpoint
     from ..preflight.contract import model_class
     from .record import run_config
 
     cls = model_class(target)
-    checkpoint = read_checkpoint(ckpt_path)
-    config = run_config(ckpt_path)
-    model_cfg = config.get("model") if config is not None else None
-    arguments = rebuilt_arguments(cls, checkpoint.get("hyper_parameters") or {}, model_cfg)
+    saved = read_checkpoint(ckpt_path).get("hyper_parameters") or {}
+    run = run_config(ckpt_path)
+    model_cfg = run.get("model") if run is not None else None
+    arguments: dict[str, Any] = {}
+    for name, parameter in inspect.signature(cls).parameters.items():
+        value = saved.get(name)
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) or (
+            name in saved and not (isinstance(value, dict) and "_object_" in value)
+        ):
+            continue
+        if isinstance(model_cfg, DictConfig) and name in model_cfg:
+            node = model_cfg[name]
+            built = OmegaConf.is_config(node) and model_cfg.get("_recursive_", True)
+            arguments[name] = instantiate(node) if built else node
+        elif name in saved and parameter.default is not parameter.empty:
+            arguments[name] = parameter.default
     try:
         model = cls.load_from_checkpoint(ckpt_path, map_location="cpu", **arguments)
     except Exception as error:
@@ -156,30 +190,6 @@ def load_model(target: str, ckpt_path: str, allow_non_finite: bool = False) -> A
         ) from error
     check_finite(ckpt_path, dict(model.named_parameters()), allow=allow_non_finite)
     return model
-
-
-def rebuilt_arguments(cls: type, saved: dict[str, Any], model_cfg: Any) -> dict[str, Any]:
-    """The arguments of ``cls`` that ``saved`` (its checkpoint's hyperparameters) holds no
-    value of, built as the run built them from ``model_cfg`` (its config's `model`), or their
-    defaults where that has none."""
-    import inspect
-
-    from hydra.utils import instantiate
-
-    rebuilt: dict[str, Any] = {}
-    for name, parameter in inspect.signature(cls).parameters.items():
-        value = saved.get(name)
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) or (
-            name in saved and not (isinstance(value, dict) and "_object_" in value)
-        ):
-            continue
-        if isinstance(model_cfg, DictConfig) and name in model_cfg:
-            node = model_cfg[name]
-            built = OmegaConf.is_config(node) and model_cfg.get("_recursive_", True)
-            rebuilt[name] = instantiate(node) if built else node
-        elif name in saved and parameter.default is not parameter.empty:
-            rebuilt[name] = parameter.default
-    return rebuilt
 
 
 def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
@@ -215,26 +225,13 @@ def _job(cfg: DictConfig, config: dict[str, Any], data: Any, model: Any, ckpt: s
     """The job of this data and model, its callbacks, loggers and Trainer built."""
     callbacks, loggers = build_group(cfg, "callbacks"), build_group(cfg, "logger")
     built = build_trainer(cfg, callbacks, loggers)
-    output_dir = Path(cfg.paths.output_dir)
-    return Job(cfg, output_dir, config, data, model, built, callbacks, loggers, ckpt)
-
-
-def build_trainer(
-    cfg: DictConfig, callbacks: list[Any], loggers: list[Any], **overrides: Any
-) -> Any:
-    """:func:`trainer` inside `built_from` ``trainer``, then the launcher's checks (the
-    environment variables a run of several processes reads)."""
-    from ..preflight.devices import check_launch_environment
-
-    with built_from(cfg, "trainer"):
-        built = trainer(cfg, callbacks, loggers, **overrides)
-    check_launch_environment(built)
-    return built
+    return Job(
+        cfg, Path(cfg.paths.output_dir), config, data, model, built, callbacks, loggers, ckpt
+    )
 
 
 def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
     """The checkpoint's model (rebuilt from its own hyperparameters), the data, a Trainer."""
-
     from ..preflight import contract
 
     config = masked_config(cfg)

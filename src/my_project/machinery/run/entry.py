@@ -1,14 +1,14 @@
 """The one place every entry point passes through: registrations, Hydra, clear errors, signals.
 
-`python train.py`, `eval.py`, `predict.py` (and their console scripts) call :func:`main`: it
-composes the config with Hydra and runs the task. Bad input is one paragraph on stderr and exit
-status 2 and leaves no run directory, wherever it is found: on the command line, while Hydra
-composes the config (`hydra_errors.py`), in the task's checks (a :class:`~..errors.UserError`),
-or while the task builds the objects of the run, before it writes anything (`boundary.py`
-decides what is a refused value and what is the team's bug, which keeps its traceback). A full
-disk is one paragraph too (`reliability/disk_full.py`). SIGTERM and Ctrl-C stop a job cleanly
-(`reliability/signals.py`); one that comes before the job starts ends it there, in one line,
-leaving no run directory. Secrets are masked in everything written to stderr.
+`python train.py`, `eval.py`, `predict.py`, `serve.py`, `export.py` (and their console scripts)
+call :func:`main`: it composes the config with Hydra and runs the task. Bad input is one
+paragraph on stderr and exit status 2 and leaves no run directory, wherever it is found: on the
+command line, while Hydra composes the config (`hydra_errors.py`), in the task's checks (a
+:class:`~..errors.UserError`), or while the task builds the objects of the run, before it writes
+anything (`boundary.py` decides what is a refused value and what is the team's bug, which keeps
+its traceback). A full disk is one paragraph too (`reliability/disk_full.py`). SIGTERM and Ctrl-C
+stop a job cleanly (`reliability/signals.py`); one that comes before the job starts ends it
+there, in one line, leaving no run directory. Secrets are masked in everything on stderr.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from ..config import config_dir
+from ..config import config_dir, shown_path
 from ..distributed import die_with_launcher, is_rank_zero
 from ..errors import UserError, report, user_error_in
 from ..reliability import run_dir
@@ -36,7 +36,6 @@ from ..reliability.secrets import mask_stderr
 from .hydra_errors import hydra_errors_as_user_errors
 from .trainer_arguments import with_trainer_arguments
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _early_signals: list[int] = []  # received before a job took over the signals
 
 
@@ -53,17 +52,16 @@ def register() -> None:
     )
     # Every Trainer logs an advertisement ("💡 Tip: ... litlogger"), with no switch to turn it off.
     rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if not any(isinstance(f, _NoLightningTips) for f in rank_zero_log.filters):
-        rank_zero_log.addFilter(_NoLightningTips())
+    if _no_lightning_tips not in rank_zero_log.filters:
+        rank_zero_log.addFilter(_no_lightning_tips)
     run_dir.register_resolvers()
     from ..strategies.registry import register_strategies
 
     register_strategies()
 
 
-class _NoLightningTips(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("💡 Tip:")
+def _no_lightning_tips(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("💡 Tip:")
 
 
 def main(
@@ -79,7 +77,7 @@ def main(
     mask_stderr()
     run_dir.register_resolvers()  # before Hydra resolves the run directory
     _early_signals.clear()
-    with _handled(_STOP_SIGNALS, lambda signum, _: _early_signals.append(signum)):
+    with _handled(lambda signum, _: _early_signals.append(signum)):
         try:
             args = list(sys.argv[1:]) if argv is None else argv(sys.argv[1:])
             args = with_trainer_arguments(args)  # `trainer.<any Trainer argument>=...`, no `+`
@@ -96,11 +94,12 @@ def main(
 
 
 @contextlib.contextmanager
-def _handled(signums: Sequence[int], handler: Any = None) -> Iterator[None]:
-    """``handler`` (if any) for ``signums`` inside, the previous handlers restored after (main
-    thread only: only it may set them)."""
+def _handled(handler: Any = None) -> Iterator[None]:
+    """``handler`` (if any) for SIGTERM and SIGINT inside, the previous handlers restored after
+    (main thread only: only it may set them)."""
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = {signum: signal.getsignal(signum) for signum in signums if main_thread}
+    signums = (signal.SIGTERM, signal.SIGINT) if main_thread else ()
+    previous = {signum: signal.getsignal(signum) for signum in signums}
     for signum in previous if handler is not None else ():
         signal.signal(signum, handler)
     try:
@@ -111,12 +110,15 @@ def _handled(signums: Sequence[int], handler: Any = None) -> Iterator[None]:
 
 
 def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
-    """``task`` as a Hydra job: SIGTERM and Ctrl-C stop it cleanly; a UserError becomes one
-    paragraph and its exit status, and takes the run directory Hydra made with it."""
+    """``task`` as a Hydra job: its run directory named at once (before torch is imported);
+    SIGTERM and Ctrl-C stop it cleanly; a UserError becomes one paragraph and its exit status,
+    and takes the run directory Hydra made with it."""
 
     @functools.wraps(task)
     def job(cfg: DictConfig) -> Any:
         _stop_if_signalled()
+        if is_rank_zero() and (output_dir := job_output_dir()):
+            print(f"{cfg.get('task_name', 'run')}: {shown_path(output_dir)}", flush=True)
         with stop_signals():
             try:
                 return task(cfg)
@@ -153,7 +155,7 @@ def stop_signals() -> Iterator[None]:
     training (nothing to save) ends the job at once with 128 + the signal number."""
     from ..reliability import signals
 
-    with _handled(signals.STOP_SIGNALS):
+    with _handled():
         signals.install_handlers()
         try:
             yield
@@ -178,21 +180,16 @@ def remove_untouched_run_dir(nothing_ran: bool = False) -> None:
     ``nothing_ran``, in a run directory that was there before (`resume=`), Hydra's record of
     this command, if this process made it."""
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
     if not HydraConfig.initialized() or not is_rank_zero():
         return
     hydra_cfg = HydraConfig.get()
-    hydra_files = []
-    if hydra_cfg.output_subdir is not None:
-        hydra_files.append(Path(hydra_cfg.output_subdir).parts[0])
-    log_file = OmegaConf.select(cast(DictConfig, hydra_cfg), "job_logging.handlers.file.filename")
-    if log_file:
-        hydra_files.append(Path(log_file).name)
-    output_dir = hydra_cfg.runtime.output_dir
-    removed = run_dir.remove_if_untouched(output_dir, hydra_files)
-    if not removed and nothing_ran and hydra_cfg.output_subdir:
-        run_dir.remove_record_if_made_here(Path(output_dir) / hydra_cfg.output_subdir)
+    record, output_dir = hydra_cfg.output_subdir, hydra_cfg.runtime.output_dir
+    log_file = OmegaConf.select(hydra_cfg, "job_logging.handlers.file.filename")  # type: ignore[arg-type]
+    hydra_files = [Path(record).parts[0]] if record else []
+    hydra_files += [Path(log_file).name] if log_file else []
+    if not run_dir.remove_if_untouched(output_dir, hydra_files) and nothing_ran and record:
+        run_dir.remove_record_if_made_here(Path(output_dir) / record)
 
 
 # Hydra launchers that run jobs in other processes (submitit) unpickle the task function,

@@ -1,14 +1,16 @@
 """Record: what a run leaves in its run directory besides checkpoints and logger files.
 
-:func:`start` when the run starts (what is about to run: the masked config, as YAML and as
-the printed tree, also sent to the loggers); :func:`finish` when it ends (what came out:
-``metrics.json`` and, for training, ``run_info.json``). Only the process of global rank 0
-writes.
+:func:`start` when the run starts (what is about to run: the masked config, as YAML and as the
+printed tree, also sent to the loggers); :func:`finish` when it ends (what came out:
+``metrics.json`` and, for training, ``run_info.json``); :func:`next_steps`, a training run's last
+lines: its best checkpoint, its metrics and the commands that use them, ready to paste. Only the
+process of global rank 0 writes.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Mapping
 from math import isfinite
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..config import print_config_tree
+from ..config import print_config_tree, shown_path
 from ..distributed import is_rank_zero
 from ..reliability.secrets import masked_argv
 
@@ -32,24 +34,22 @@ def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 
 def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
-    """``data`` as JSON, which has no NaN nor infinity: a non-finite number is written as
-    null, and a line on stderr names it."""
+    """``data`` as JSON, which has no NaN nor infinity: a non-finite number is written as null,
+    and a line on stderr names it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     bad = [key for key, value in data.items() if isinstance(value, float) and not isfinite(value)]
     if bad:
-        print(
-            f"Note: {', '.join(f'{k}={data[k]}' for k in bad)} written as null to {path}.",
-            file=sys.stderr,
-        )
+        listed = ", ".join(f"{k}={data[k]}" for k in bad)
+        print(f"Note: {listed} written as null to {path}.", file=sys.stderr)
     finite = {key: None if key in bad else value for key, value in data.items()}
     path.write_text(json.dumps(finite, indent=2, allow_nan=False) + "\n")
     return path
 
 
 def run_config(ckpt_path: str | Path) -> DictConfig | None:
-    """The config of the run that wrote ``ckpt_path`` (:func:`start` saved it beside the
-    run's checkpoints/), if it is there and reads as one."""
+    """The config of the run that wrote ``ckpt_path`` (:func:`start` saved it beside the run's
+    checkpoints/), if it is there and reads as one."""
     path = Path(ckpt_path).resolve().parent.parent / "config.yaml"
     try:
         config = OmegaConf.load(path) if path.is_file() else None
@@ -59,12 +59,9 @@ def run_config(ckpt_path: str | Path) -> DictConfig | None:
 
 
 def start(job: Job, save_config: bool = True) -> None:
-    """``config_tree.log`` (and ``config.yaml``), and the config as the loggers' hyperparameters.
-
-    The config is the one `build.masked_config` made: secrets are already masked. A resumed
-    run first keeps the rows its CSV log has up to the checkpoint (the CSV logger would start
-    the file afresh): the first write of the run, so it happens here, after everything is built.
-    """
+    """``config_tree.log`` (and ``config.yaml``), and the config as the loggers' hyperparameters
+    (secrets already masked). A resumed run first keeps the rows its CSV log has up to the
+    checkpoint (the CSV logger would start the file afresh): the first write of the run."""
     if job.resumed.get("global_step"):
         from ..reliability.resume import keep_csv_history
 
@@ -80,8 +77,9 @@ def start(job: Job, save_config: bool = True) -> None:
 
 
 def finish(job: Job, metrics: Mapping[str, Any], run_info: bool = True) -> dict[str, float]:
-    """``metrics.json`` (and ``run_info.json``: what the Trainer really ran on); the run
-    directory's path as the last line (among Lightning's output, the run is easy to lose)."""
+    """``metrics.json`` (and ``run_info.json``: what the Trainer really ran on); the rates the
+    throughput callback measured, and the run directory (among Lightning's output, the run is
+    easy to lose)."""
     values = to_floats(metrics)
     if job.trainer.is_global_zero:
         write_json(values, job.output_dir / "metrics.json")
@@ -94,5 +92,44 @@ def finish(job: Job, metrics: Mapping[str, Any], run_info: bool = True) -> dict[
         for callback in job.callbacks:
             if isinstance(callback, Throughput) and callback.summary():
                 print(f"\n{callback.summary()}", flush=True)
-        print(f"\nEverything this run wrote is in {job.output_dir}", flush=True)
+        print(f"\nEverything this run wrote is in {shown_path(job.output_dir)}", flush=True)
     return values
+
+
+def next_steps(job: Job) -> None:
+    """A training run's last lines, after :func:`finish`'s: its best checkpoint (else its
+    newest), its metrics, and the commands that evaluate, predict with, serve and export that
+    checkpoint, as they run from here. Not for a job of a multirun (the sweep ends with a table
+    of its runs)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from ..reliability.resume import newest_checkpoint
+
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    if not job.trainer.is_global_zero or multirun:
+        return
+    monitored = [cb for cb in job.callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor]
+    best = next((cb for cb in monitored if cb.best_model_path), None)
+    checkpoint = best.best_model_path if best else newest_checkpoint(job.output_dir)
+    if checkpoint:
+        score = best.best_model_score if best else None
+        scored = f" ({best.monitor}={float(score):.4g})" if best and score is not None else ""
+        print(f"  {'best' if best else 'last'} checkpoint: {shown_path(checkpoint)}{scored}")
+    if (job.output_dir / "metrics.json").is_file():
+        print(f"  metrics:         {shown_path(job.output_dir / 'metrics.json')}")
+    if checkpoint:
+        print("Next steps, with that checkpoint:")
+        for script in ("eval", "predict", "serve", "export"):
+            print(f"  {command(script)} {shlex.quote(f'ckpt_path={shown_path(checkpoint)}')}")
+    sys.stdout.flush()
+
+
+def command(script: str) -> str:
+    """How to run the entry point ``script`` from here, as this one was run: `python eval.py`
+    beside a `train.py`, else the console script (`my-project-eval`)."""
+    launched = Path(sys.argv[0])
+    if launched.suffix == ".py" or "-" not in launched.name:
+        return f"python {shlex.quote(shown_path(launched.with_name(f'{script}.py')))}"
+    return f"{launched.name.rsplit('-', 1)[0]}-{script}"

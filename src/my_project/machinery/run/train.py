@@ -24,7 +24,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     job = build.training_job(cfg, ckpt_path)  # build: data, model, callbacks, loggers, Trainer
     record.start(job)  # record what runs
     metrics = execute.fit_and_test(job, fit=cfg.get("train", True), test=cfg.get("test", True))
-    return record.finish(job, metrics)  # record what came out
+    values = record.finish(job, metrics)  # record what came out
+    record.next_steps(job)  # and say what to do with it
+    return values
 
 
 def train_job(cfg: DictConfig) -> float | None:
