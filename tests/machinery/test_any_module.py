@@ -255,22 +255,6 @@ def test_what_the_signal_handling_puts_on_the_trainer_pickles(tmp_path: Path) ->
     pickle.dumps(run.callbacks)
 
 
-# -- DDP and parameters a loss leaves out -------------------------------------------------------
-def test_ddps_unused_parameters_failure_is_one_paragraph_naming_the_strategy() -> None:
-    from lightning.pytorch.strategies import DDPStrategy
-
-    from my_project.machinery.strategies.ddp import _unused_parameters_explained
-
-    strategy = DDPStrategy()
-    strategy._lightning_module = gan.GAN()
-    torchs = "Expected to have finished reduction in the prior iteration before starting a new one"
-    explained = pytest.raises(UserError, match=r"GAN has parameters that its loss does not use")
-    with explained, _unused_parameters_explained(strategy):
-        raise RuntimeError(torchs)
-    with pytest.raises(RuntimeError, match="another"), _unused_parameters_explained(strategy):
-        raise RuntimeError("another")
-
-
 # -- train(cfg) from Hydra's compose API ---------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("hydra_node", ["set_config", "node", "none"])

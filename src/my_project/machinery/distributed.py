@@ -35,11 +35,6 @@ LAUNCHER_PID = f"{_PACKAGE.upper()}_LAUNCHER_PID"  # the launcher's pid, in its 
 _job_end_hooks: list[Callable[[bool], None]] = []
 
 
-def launcher_environment() -> dict[str, str]:
-    """What the launcher adds to a child's environment."""
-    return {LAUNCHER_PID: str(os.getpid())}
-
-
 def die_with_launcher() -> None:
     """In a child of this project's DDP launcher: be killed when the launcher dies."""
     expected = os.environ.get(LAUNCHER_PID, "")

@@ -72,6 +72,7 @@ def stops_cleanly(job: Job, fit_metrics: dict[str, Any]) -> Iterator[None]:
     only tests finds them."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+    from ..strategies.ddp import end_launched_job
     from . import record
 
     try:
@@ -80,7 +81,7 @@ def stops_cleanly(job: Job, fit_metrics: dict[str, Any]) -> Iterator[None]:
         signum = signals.requested_signal() or signal.SIGTERM
         # Stopped together in training, the other processes save with this one and exit by
         # themselves; stopped in the test, they may wait for this one in a collective.
-        signals.end_launched(job.trainer, timeout=10.0 if isinstance(stop, SIGTERMException) else 0)
+        end_launched_job(succeeded=False, timeout=10.0 if isinstance(stop, SIGTERMException) else 0)
         if is_rank_zero():
             if fit_metrics:
                 record.write_json(record.to_floats(fit_metrics), job.output_dir / "metrics.json")

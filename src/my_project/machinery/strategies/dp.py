@@ -77,8 +77,7 @@ class DataParallelStrategy(ParallelStrategy):
 
     @property
     def root_device(self) -> torch.device:
-        if not self.parallel_devices:
-            raise RuntimeError("DataParallelStrategy has no devices yet; the Trainer sets them.")
+        assert self.parallel_devices, "the Trainer sets the devices"
         return self.parallel_devices[0]
 
     @property
