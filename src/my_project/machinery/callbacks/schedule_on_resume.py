@@ -47,30 +47,17 @@ class ScheduleOnResume(Callback):
         recorded, self._recorded, fresh = self._recorded, {}, copy.deepcopy(self._built)
         if not trainer.ckpt_path or recorded.keys() != fresh.keys() or recorded == _plain(fresh):
             return  # not resumed, not this callback's record, or nothing changed: exact
-        changes = []
-        for optimizer, old_groups, groups in zip(
-            trainer.optimizers, recorded["optimizers"], fresh["optimizers"], strict=False
-        ):
-            for group, old, settings in zip(
-                optimizer.param_groups, old_groups, groups, strict=False
-            ):
-                changes += [
-                    f"{type(optimizer).__name__} {key} {old.get(key)!r} -> {value!r}"
-                    for key, value in _plain(settings).items()
-                    if old.get(key) != value
-                ]
+        for optimizer, groups in zip(trainer.optimizers, fresh["optimizers"], strict=True):
+            for group, settings in zip(optimizer.param_groups, groups, strict=True):
                 group.update(settings)  # the moments and step counts stay as restored
         for config, state in zip(trainer.lr_scheduler_configs, fresh["schedulers"], strict=True):
-            scheduler, name = config.scheduler, type(config.scheduler).__name__
-            steps = scheduler.last_epoch - state["last_epoch"]
-            scheduler.load_state_dict(state)
-            if isinstance(scheduler, ReduceLROnPlateau):
-                changes.append(f"{name} started afresh")
-            else:
-                _step(scheduler, steps, trainer.global_step)
-                changes.append(f"{name} rebuilt over this run's horizon from step 0")
+            steps = config.scheduler.last_epoch - state["last_epoch"]
+            config.scheduler.load_state_dict(state)
+            if not isinstance(config.scheduler, ReduceLROnPlateau):  # that one starts afresh
+                _step(config.scheduler, steps, trainer.global_step)
         rank_zero_info(
-            f"Resumed at step {trainer.global_step} with this run's settings: {'; '.join(changes)}."
+            f"Resumed at step {trainer.global_step} with this run's optimizer settings and "
+            "learning-rate schedules (rebuilt from step 0), not the checkpoint's, which differ."
         )
 
 

@@ -5,15 +5,10 @@ saving (the processes this one launched die with it: `distributed.die_with_launc
 Lightning alone falls short: its SIGTERM handler runs a collective inside the handler and each
 process stops at the next batch *it* reaches, so DDP processes can stop at different steps and
 hang in mismatched collectives; SIGTERM exits 0 (a scheduler thinks the job succeeded); Ctrl-C
-raises ``KeyboardInterrupt`` wherever the program is. Here:
-
-- `install_handlers` (at the start of every job) makes SIGTERM and SIGINT *record* the request.
-  Outside training the request stops the run at once (`StopRequested`, like KeyboardInterrupt).
-- `StopTogether` (a callback of the run's config) puts that handler back in place of
-  Lightning's while a Trainer runs, and takes a request up between batches: every N steps
-  under DDP (one tiny all-reduce; every batch in one process), at the end of validation and of
-  an epoch, all processes agree and stop at the same step, where ``LastCheckpoint`` saves.
-- The run exits with 128 + the signal number (130 Ctrl-C, 143 SIGTERM), saying how to resume.
+raises ``KeyboardInterrupt`` wherever the program is. Here `install_handlers` (at the start of
+every job) makes SIGTERM and SIGINT *record* the request; outside training it stops the run at
+once (`StopRequested`, like KeyboardInterrupt). In training `StopTogether` takes it up between
+batches, and the run exits with 128 + the signal number (130 Ctrl-C, 143 SIGTERM).
 """
 
 from __future__ import annotations
@@ -62,25 +57,26 @@ def requested_signal() -> int | None:
     return signal.SIGTERM if _State.agreed else None
 
 
-def _say(text: str) -> None:
-    with contextlib.suppress(OSError):  # os.write: a handler may interrupt a print
-        os.write(2, f"\n{text}\n".encode())
-
-
 def _handle(signum: int, frame: FrameType | None) -> None:
-    if _State.received:
-        if is_rank_zero():
-            _say(f"{signal_name(signum)} again: stopping now, without saving.")
-        os._exit(128 + signum)
+    again = bool(_State.received)
     _State.received.append(signum)
-    if not _State.in_training_loop:
+    if not (again or _State.in_training_loop):
         raise StopRequested(signum)
     if is_rank_zero():
-        again = "press Ctrl-C" if signum == signal.SIGINT else "send it"
-        _say(
-            f"{signal_name(signum)}: stopping after the current batch and saving a checkpoint "
-            f"({again} again to stop at once, without saving)."
-        )
+        with contextlib.suppress(OSError):  # os.write: a handler may interrupt a print
+            os.write(2, f"\n{_stopping(signum, again)}\n".encode())
+    if again:
+        os._exit(128 + signum)
+
+
+def _stopping(signum: int, again: bool) -> str:
+    if again:
+        return f"{signal_name(signum)} again: stopping now, without saving."
+    twice = "press Ctrl-C" if signum == signal.SIGINT else "send it"
+    return (
+        f"{signal_name(signum)}: stopping after the current batch and saving a checkpoint "
+        f"({twice} again to stop at once, without saving)."
+    )
 
 
 def install_handlers() -> None:
@@ -96,12 +92,13 @@ class StopTogether(Checkpoint):
     ``Checkpoint`` (stopping is saving), so Lightning runs its hooks after every other
     callback's of the batch: a request made in any of them stops after this batch.
 
-    Training: after a batch (every ``check_every_n_steps`` batches under DDP; not the last of
-    an epoch, whose validation and checkpoint come first), at the end of validation and of an
-    epoch, the processes agree whether any got a signal, and on yes all set Lightning's stop
-    flag, which stops them before the next batch. Lightning's own per-batch broadcast of
-    rank 0's flag is left out (`lightning_compat.skip_sigterm_broadcast`). Test: each process
-    stops at its next batch (it saves nothing, and processes may have different batch counts).
+    Training: after a batch (every ``check_every_n_steps`` batches under DDP, one tiny
+    all-reduce; not the last of an epoch, whose validation and checkpoint come first), at the
+    end of validation and of an epoch, the processes agree whether any got a signal, and on yes
+    all set Lightning's stop flag, which stops them before the next batch, where
+    ``LastCheckpoint`` saves. Lightning's own per-batch broadcast of rank 0's flag is left out
+    (`lightning_compat.skip_sigterm_broadcast`). Test: each process stops at its next batch (it
+    saves nothing, and processes may have different batch counts).
     """
 
     def __init__(self, check_every_n_steps: int = 10) -> None:
@@ -115,9 +112,7 @@ class StopTogether(Checkpoint):
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         _State.in_training_loop = False
 
-    def on_exception(
-        self, trainer: Trainer, pl_module: LightningModule, error: BaseException
-    ) -> None:
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, error: Any) -> None:
         _State.in_training_loop = False
 
     def on_sanity_check_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
