@@ -28,7 +28,7 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torchmetrics import Metric
 
-from ..reliability.per_rank import gather_from_ranks
+from ..distributed import gather_from_ranks
 
 
 class PerRankState(Callback):

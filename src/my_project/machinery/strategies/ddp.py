@@ -92,14 +92,6 @@ def end_launched_job(succeeded: bool = True, timeout: float | None = None) -> No
 class _HydraJobLauncher(compat.SubprocessScriptLauncher):
     """Lightning's subprocess launcher whose children re-run the current Hydra job."""
 
-    def launch(self, function: Any, *args: Any, trainer: Any = None, **kwargs: Any) -> Any:
-        from hydra.core.hydra_config import HydraConfig
-
-        job_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
-        if _launched and job_dir and _launched["dir"] != job_dir:
-            end_launched_job()  # a previous job of this process was not cleaned up
-        return super().launch(function, *args, trainer=trainer, **kwargs)
-
     def _call_children_scripts(self) -> None:
         from hydra.core.hydra_config import HydraConfig
 
