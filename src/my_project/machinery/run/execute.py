@@ -21,16 +21,6 @@ if TYPE_CHECKING:
     from .build import Job
 
 
-def best_checkpoint(callbacks: list[Any]) -> str:
-    """The monitored checkpoint callback's best file (`last_checkpoint` has no monitor)."""
-    from lightning.pytorch.callbacks import ModelCheckpoint
-
-    best = [
-        cb.best_model_path for cb in callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor
-    ]
-    return best[0] if best else ""
-
-
 def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any]:
     """Fit (resuming from ``job.ckpt_path``), then test the best checkpoint. A stop by SIGTERM
     or Ctrl-C: see `stops_cleanly`. Resuming a run whose training had finished only tests; its
@@ -42,7 +32,11 @@ def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any
             metrics.update(earlier_metrics(job))
             metrics.update(job.trainer.callback_metrics)
         if test:
-            best = best_checkpoint(job.callbacks)
+            # the monitored checkpoint callback's best file (`last_checkpoint` has no monitor)
+            monitored = (
+                cb for cb in job.trainer.checkpoint_callbacks if getattr(cb, "monitor", None)
+            )
+            best = next((cb.best_model_path for cb in monitored), "")
             if fit and not best and is_rank_zero():
                 print(
                     "No best checkpoint was saved; testing the weights as they are at the end of training."
