@@ -74,8 +74,8 @@ class StopOnNonFiniteLoss(Callback):
         if self._step is None or self._value is None or (step := int(self._step)) < 0:  # a sync
             return
         raise NonFiniteLossError(
-            f"Training stopped: the training loss was {float(self._value)} at step {step}. "
-            f"{_advice(trainer)}"
+            f"Training stopped: the training loss was {float(self._value)} at step {step} "
+            f"(epoch {trainer.current_epoch}). {_advice(trainer)}"
         )
 
 
