@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -106,6 +108,35 @@ def run_entry(
 
 def read_metrics(run_dir: Path) -> dict[str, float]:
     return json.loads((run_dir / "metrics.json").read_text())
+
+
+# A run resumed mid-epoch averages the plain values it logs with `self.log(value,
+# on_epoch=True)` over the batches after the resume only, in the epoch it resumes in: Lightning
+# keeps their running sums in private state, not in checkpoints (README "Resume"). The modules
+# of these tests log such values under these names; everything else (torchmetrics metrics,
+# step values, weights) is bit-identical.
+PLAIN_EPOCH_MEANS = re.compile(r"train_loss(_epoch)?|train/lr|lr")
+
+
+def assert_same_after_resume(got: Any, want: Any, where: str = "") -> None:
+    """``got`` equals ``want`` (metrics, a plotted history, CSV rows: dicts in lists), except
+    for the values named in `PLAIN_EPOCH_MEANS`, which must only be there alike."""
+    if isinstance(want, dict):
+        assert got.keys() == want.keys(), where
+        for key, value in want.items():
+            if not PLAIN_EPOCH_MEANS.fullmatch(str(key)):
+                assert_same_after_resume(got[key], value, f"{where}/{key}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), where
+        for index, (a, b) in enumerate(zip(got, want, strict=True)):
+            assert_same_after_resume(a, b, f"{where}[{index}]")
+    else:
+        assert got == want, where
+
+
+def csv_rows(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "csv" / "metrics.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
 
 
 def read_wandb_records(path: Path) -> list[Any]:

@@ -17,7 +17,7 @@ from torchmetrics import MeanMetric, SumMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from my_project.machinery.callbacks import device_guard as guard_callback
-from my_project.machinery.callbacks.device_guard import DeviceGuard, DevicePlacementWarning
+from my_project.machinery.callbacks.device_guard import DeviceGuard
 from my_project.machinery.devices.guard import (
     DevicePlacementError,
     check_device_placement,
@@ -129,14 +129,14 @@ def test_plain_tensor_attribute_is_reported_by_name_with_register_buffer_fix() -
         "plain tensor attribute",
         "cpu",
     )
-    assert 'self.register_buffer("total"' in problem.fix and "PlainTensorAttribute" in problem.fix
+    assert 'self.register_buffer("total"' in problem.fix and ".to(self.device)" in problem.fix
     assert "SumMetric" in problem.fix  # the other fix for a running total
 
 
 def test_each_tensor_of_a_list_attribute_is_reported_with_the_fix() -> None:
     problems = find_device_problems(ListOfTensors())
     assert [p.path for p in problems] == ["history[0]", "history[1]"]
-    assert all("register_buffer" in p.fix and "ParameterList" in p.fix for p in problems)
+    assert all('register_buffer("history"' in p.fix and "ParameterList" in p.fix for p in problems)
 
 
 def test_plain_dict_of_torchmetrics_is_reported_with_moduledict_fix() -> None:
@@ -168,25 +168,6 @@ def test_docs_style_module_reports_nothing_before_and_after_meta() -> None:
     assert model.device == torch.device("meta")
 
 
-def test_registered_tensors_left_on_another_device_are_reported() -> None:
-    module = Tiny()  # on the CPU
-    module.layer.to("meta")  # parts moved by hand after the whole module was placed
-    module.loss.to("meta")
-    module.register_buffer("scale", torch.ones(1, device="meta"))  # created on a fixed device
-    problems = {p.path: p for p in find_device_problems(module)}
-    assert set(problems) == {
-        "layer.weight",
-        "layer.bias",
-        "scale",
-        "loss.mean_value",
-        "loss.weight",
-    }
-    assert (problems["layer.weight"].kind, problems["scale"].kind) == ("parameter", "buffer")
-    assert problems["loss.weight"].kind == "torchmetrics metric state"
-    assert (problems["layer.bias"].device, problems["layer.bias"].expected) == ("meta", "cpu")
-    assert find_device_problems(module, check_registered=False) == []
-
-
 def test_unregistered_modules_parameters_and_hand_written_metrics_are_reported() -> None:
     class Accumulator:  # a hand-written metric: not an nn.Module, so nothing moves it
         def __init__(self) -> None:
@@ -204,7 +185,7 @@ def test_unregistered_modules_parameters_and_hand_written_metrics_are_reported()
     module.accumulator = Accumulator()
     problems = {p.path: p for p in find_device_problems(module)}
     assert set(problems) == {"heads[0]", "scales['a']", "accumulator"}  # ReLU holds no tensor
-    assert problems["heads[0]"].fix == "nn.ModuleList(...)"
+    assert "nn.ModuleList" in problems["heads[0]"].fix
     assert "nn.ParameterDict" in problems["scales['a']"].fix
     assert "torchmetrics.Metric" in problems["accumulator"].fix
 
@@ -227,26 +208,8 @@ def test_buffer_alias_and_hyperparameter_tensor_are_reported() -> None:
     module.save_hyperparameters({"class_weights": torch.ones(3), "lr": 0.1})
     problems = {p.path: p for p in find_device_problems(module)}
     assert set(problems) == {"total", "count_alias", "hparams['class_weights']"}
-    assert "`self.count`" in problems["count_alias"].fix
+    assert problems["count_alias"].kind == "plain tensor attribute"
     assert 'register_buffer("class_weights"' in problems["hparams['class_weights']"].fix
-
-
-def test_message_lists_twenty_problems_and_counts_the_rest() -> None:
-    module = Tiny()
-    module.cache = [torch.zeros(1) for _ in range(25)]
-    problems = find_device_problems(module)
-    assert len(problems) == 25
-    with pytest.raises(DevicePlacementError) as error:
-        check_device_placement(module)
-    message = str(error.value)
-    assert "cache[19]" in message and "cache[20]" not in message and "and 5 more" in message
-
-
-def test_ignore_leaves_out_matching_paths_and_everything_under_them() -> None:
-    module = ListOfTensors()
-    module.total = torch.tensor(0.0)
-    assert [p.path for p in find_device_problems(module, ignore=["history"])] == ["total"]
-    assert find_device_problems(module, ignore=["hist*", "total"]) == []
 
 
 # -- the callback in real Trainer runs ---------------------------------------------------------
@@ -259,8 +222,7 @@ def test_broken_module_fails_at_fit_start_before_any_step() -> None:
         trainer.fit(module, loader(), loader())
     message = str(error.value)
     assert "`total`: plain tensor attribute" in message
-    assert 'self.register_buffer("total", <the tensor>)' in message
-    assert "callbacks.device_guard.strict=false" in message
+    assert 'self.register_buffer("total", ...)' in message
     assert module.steps == [] and trainer.global_step == 0  # not even the sanity check ran
 
 
@@ -272,21 +234,12 @@ def test_broken_module_fails_before_validate_test_and_predict(method: str) -> No
     assert module.steps == []
 
 
-def test_strict_false_warns_and_training_proceeds() -> None:
-    module = DictOfMetrics()
-    trainer = make_trainer(DeviceGuard(strict=False), max_epochs=2)
-    with pytest.warns(DevicePlacementWarning, match=r"metrics\['acc'\].*nn\.ModuleDict"):
-        trainer.fit(module, loader(), loader())
-    assert trainer.global_step == 8  # 2 epochs of 16 samples in batches of 4
-    assert module.steps.count("train") == 8
-
-
 def test_guard_checks_once_per_run_and_never_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
 
-    def counting(module: nn.Module, **kwargs: Any) -> list[Any]:
+    def counting(module: nn.Module) -> list[Any]:
         calls.append(type(module).__name__)
-        return find_device_problems(module, **kwargs)
+        return find_device_problems(module)
 
     monkeypatch.setattr(guard_callback, "find_device_problems", counting)
     module, trainer = Tiny(), make_trainer(DeviceGuard(), max_epochs=3)
@@ -333,12 +286,11 @@ def test_docs_style_module_trains_with_the_guard_on(caplog: pytest.LogCaptureFix
 # -- the entry point ---------------------------------------------------------------------------
 
 
-def test_default_callbacks_include_the_strict_guard(tmp_path: Path) -> None:
+def test_default_callbacks_include_the_guard(tmp_path: Path) -> None:
     guard = compose_config(DOCS_STYLE, tmp_path).callbacks.device_guard
     assert guard._target_ == f"{DeviceGuard.__module__}.DeviceGuard"
-    assert guard.strict is True
     eval_cfg = compose_config(DOCS_STYLE[:1], tmp_path, config_name="eval")
-    assert eval_cfg.callbacks.device_guard.strict
+    assert eval_cfg.callbacks.device_guard._target_ == guard._target_
     without = compose_config([*DOCS_STYLE, "~callbacks.device_guard"], tmp_path)
     assert "device_guard" not in without.callbacks
 

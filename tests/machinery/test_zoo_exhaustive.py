@@ -159,8 +159,9 @@ def test_ddp_spawn_in_a_sweep_of_two_jobs_with_their_tests(tmp_path: Path) -> No
 
 
 def test_ddp_tells_a_gan_to_find_unused_parameters(tmp_path: Path) -> None:
-    """Plain `ddp` on a module whose losses leave parameters out: one Error at the first
-    step naming the strategy that runs it (which the runs above use)."""
+    """Plain `ddp` on a module whose losses leave parameters out stops at its second step with
+    DDP's own error, which says what to set (`ddp_find_unused_parameters_true`, which the runs
+    above use)."""
     result = run_entry(
         "train",
         *ON_CPU,
@@ -171,6 +172,5 @@ def test_ddp_tells_a_gan_to_find_unused_parameters(tmp_path: Path) -> None:
         f"hydra.run.dir={tmp_path}",
         timeout=TIMEOUT,
     )
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr
-    assert "`trainer.strategy=ddp_find_unused_parameters_true`" in " ".join(result.stderr.split())
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "find_unused_parameters=True" in " ".join(result.stderr.split())

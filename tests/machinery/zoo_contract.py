@@ -28,8 +28,10 @@ import torch
 from .helpers import (
     ROOT,
     SEARCH_MACHINERY_CONFIGS,
+    assert_same_after_resume,
     clean_env,
     compose_config,
+    csv_rows,
     pinned,
     read_metrics,
     run_entry,
@@ -372,17 +374,16 @@ def kill_9_and_resume(name: str, run_dir: Path, processes: int = 1) -> tuple[int
 
 
 def assert_same_run(resumed: Path, reference: Path) -> None:
-    """Bit-identical: metrics, every weight, the plotted history and the CSV log."""
-    assert read_metrics(resumed) == read_metrics(reference)
+    """Bit-identical: metrics, every weight, the plotted history and the CSV log (but for the
+    epoch means of plain values logged in the epoch it resumed in: `assert_same_after_resume`)."""
+    assert_same_after_resume(read_metrics(resumed), read_metrics(reference))
     got, want = checkpoint(resumed), checkpoint(reference)
     assert got["global_step"] == want["global_step"] and got["epoch"] == want["epoch"]
     assert got["state_dict"].keys() == want["state_dict"].keys()
     for key, value in want["state_dict"].items():
         assert torch.equal(got["state_dict"][key], value), key
-    assert history(resumed) == history(reference)
-    assert (resumed / "csv" / "metrics.csv").read_text() == (
-        reference / "csv" / "metrics.csv"
-    ).read_text()
+    assert_same_after_resume(history(resumed), history(reference))
+    assert_same_after_resume(csv_rows(resumed), csv_rows(reference))
 
 
 def assert_the_benchmark_times(name: str, out: Path, capsys: pytest.CaptureFixture[str]) -> None:

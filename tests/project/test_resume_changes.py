@@ -68,7 +68,7 @@ def test_resume_with_more_epochs_trains_every_epoch_as_a_run_that_asked_for_them
 ) -> None:
     run_dir = copy_of(one_epoch, tmp_path)
     output = resume(run_dir, "trainer.max_epochs=3")
-    assert "CosineAnnealingLR rebuilt over this run's horizon" in output
+    assert "with this run's optimizer settings and learning-rate schedules" in output
 
     val_acc, val_loss = per_epoch(run_dir, "val/acc"), per_epoch(run_dir, "val/loss")
     assert len(val_acc) == len(val_loss) == 3

@@ -1,4 +1,5 @@
-"""Which process this is, and a Hydra callback that makes runs of several processes behave.
+"""Which process this is, what every process holds, and a Hydra callback that makes runs of
+several processes behave.
 
 Imported by Hydra before any job runs (configs/hydra/default.yaml), so it stays light: torch is
 imported only where several processes already run.
@@ -21,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
@@ -33,11 +34,7 @@ _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
 _PACKAGE = __name__.split(".")[0]
 LAUNCHER_PID = f"{_PACKAGE.upper()}_LAUNCHER_PID"  # the launcher's pid, in its children
 _job_end_hooks: list[Callable[[bool], None]] = []
-
-
-def launcher_environment() -> dict[str, str]:
-    """What the launcher adds to a child's environment."""
-    return {LAUNCHER_PID: str(os.getpid())}
+T = TypeVar("T")
 
 
 def die_with_launcher() -> None:
@@ -65,6 +62,18 @@ def _watch_parent(expected: int) -> None:
 def is_rank_zero() -> bool:
     """True in the process that launched the others (and in any single-process run)."""
     return all(os.environ.get(var, "0") == "0" for var in _RANK_VARIABLES)
+
+
+def gather_from_ranks(value: T) -> list[T]:
+    """``value`` of every process in rank order (``[value]`` alone): a collective every process
+    must reach."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return [value]
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
 
 
 def at_job_end(hook: Callable[[bool], None]) -> None:

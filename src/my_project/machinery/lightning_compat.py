@@ -10,8 +10,7 @@ tests/machinery/test_lightning_compat.py fails until the new code is checked.
 
 The rest reads or sets private state without replacing code, each with a test there too;
 `strategies/ddp.py` overrides the private hooks of Lightning's DDP launcher
-(``DDPStrategy._configure_launcher``, ``_SubprocessScriptLauncher._call_children_scripts``),
-pinned by the same tests.
+(``DDPStrategy._configure_launcher``, ``_SubprocessScriptLauncher._call_children_scripts``).
 """
 
 from __future__ import annotations
@@ -59,14 +58,6 @@ def also_every_epoch(checkpoint: Any) -> None:
     checkpoint._every_n_epochs = 1
 
 
-def last_saved_step(checkpoint: Any) -> int:
-    return int(checkpoint._last_global_step_saved)
-
-
-def set_last_saved_step(checkpoint: Any, step: int) -> None:
-    checkpoint._last_global_step_saved = step
-
-
 def start_method(strategy: Any) -> str | None:
     """A DDP-family strategy's: "popen" (re-runs the script), "spawn" or "fork"; else None."""
     return getattr(strategy, "_start_method", None)
@@ -105,32 +96,3 @@ def logged_name(entry: Any) -> str:
     if meta.add_dataloader_idx and meta.dataloader_idx is not None:
         return f"{meta.name}/dataloader_idx_{meta.dataloader_idx}"
     return str(meta.name)
-
-
-def epoch_sums(trainer: Any) -> dict[str, dict[str, Any]]:
-    """The running sums of this training epoch's ``self.log(..., on_epoch=True)`` values."""
-    sums = {}
-    for key, entry in (training_results(trainer) or {}).items():
-        if entry.is_tensor and entry.meta.on_epoch and not entry.has_reset:
-            sums[key] = {"value": entry.value.detach().cpu().clone()}
-            if entry.meta.is_mean_reduction:
-                sums[key]["count"] = entry.cumulated_batch_size.detach().cpu().clone()
-    return sums
-
-
-def add_epoch_sums(trainer: Any, sums: dict[str, dict[str, Any]]) -> None:
-    """Add saved sums (`epoch_sums`) into the entries logged since, removing them from
-    ``sums``; entries not logged yet stay in it. ``a + b`` is ``b + a`` in floating point too,
-    so after one update of the resumed run the sums equal the uninterrupted run's."""
-    results = training_results(trainer) or {}
-    for key in [key for key in sums if key in results]:
-        saved, entry = sums.pop(key), results[key]
-        value = saved["value"].to(entry.value.device)
-        if entry.meta.is_max_reduction or entry.meta.is_min_reduction:
-            entry.value = entry.meta.reduce_fx(entry.value, value)
-        else:
-            entry.value = entry.value + value
-        if "count" in saved:
-            entry.cumulated_batch_size = entry.cumulated_batch_size + saved["count"].to(
-                value.device
-            )

@@ -63,43 +63,31 @@ class StopOnNonFiniteLoss(Callback):
             k: v for k, v in checkpoint.get("state_dict", {}).items() if not k.startswith(metrics)
         }
         parts = {"the weights": weights, "the optimizer state": checkpoint.get("optimizer_states")}
-        broken = [name for name, part in parts.items() if not all_finite(part)]
-        if broken:
+        if broken := [name for name, part in parts.items() if not all_finite(part)]:
             raise NonFiniteLossError(
                 f"Training stopped: {' and '.join(broken)} held NaN or inf at step "
-                f"{trainer.global_step} (epoch {trainer.current_epoch}), while the loss was still "
-                f"finite, so no checkpoint was written from it. {_advice(trainer)}"
+                f"{trainer.global_step}, while the loss was still finite, so no checkpoint was "
+                f"written from it. {_advice(trainer)}"
             )
 
     def _check(self, trainer: Trainer) -> None:
         if self._step is None or self._value is None or (step := int(self._step)) < 0:  # a sync
             return
         raise NonFiniteLossError(
-            f"Training stopped: the training loss was {float(self._value)} at step {step} (epoch "
-            f"{trainer.current_epoch}). {_advice(trainer)}"
+            f"Training stopped: the training loss was {float(self._value)} at step {step} "
+            f"(epoch {trainer.current_epoch}). {_advice(trainer)}"
         )
 
 
 def _advice(trainer: Trainer) -> str:
-    kept = sorted(
-        {
-            getattr(cb, a, "")
-            for cb in trainer.checkpoint_callbacks
-            for a in ("last_model_path", "best_model_path")
-        }
-    )
-    kept = [path for path in kept if path and Path(path).is_file()]
-    lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else float("nan")
-    return (
-        "The checkpoints written before it are kept (their weights and optimizer states are "
-        f"finite): {', '.join(kept)}."
-        if kept
-        else "No checkpoint had been written yet."
-    ) + (
-        f" Likely causes: the learning rate ({lr:g}) is too high (lower `model.lr`; `python "
-        "train.py resume=<run dir> model.lr=...` goes on from the last checkpoint), exploding "
-        "gradients (try `++trainer.gradient_clip_val=1.0`), NaN or inf values in the input data, "
-        "or float16 overflow (try `trainer.precision=bf16-mixed` or `32-true`)."
+    saved = {getattr(cb, "best_model_path", "") for cb in trainer.checkpoint_callbacks}
+    saved |= {getattr(cb, "last_model_path", "") for cb in trainer.checkpoint_callbacks}
+    kept = ", ".join(sorted(path for path in saved if path and Path(path).is_file()))
+    return (f"The checkpoints written before it are kept, all finite: {kept}. " if kept else "") + (
+        "Likely causes: a learning rate too high (`python train.py resume=<run dir> "
+        "model.lr=<lower>` goes on from the last checkpoint), exploding gradients (try "
+        "`++trainer.gradient_clip_val=1.0`), NaN or inf in the input data, or float16 overflow "
+        "(try `trainer.precision=bf16-mixed` or `32-true`)."
     )
 
 

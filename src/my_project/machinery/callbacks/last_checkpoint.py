@@ -9,13 +9,11 @@ epochs that also save a best checkpoint, hence this second callback. Written ato
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
-from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .. import lightning_compat as compat
@@ -34,12 +32,11 @@ class LastCheckpoint(ModelCheckpoint):
             dirpath=dirpath,
             filename=filename,
             every_n_train_steps=every_n_train_steps or None,
+            save_on_exception=save_on_interrupt,
             enable_version_counter=False,
             **kwargs,
         )
         compat.also_every_epoch(self)  # the epoch-end save is the one after validation
-        self.save_on_interrupt = save_on_interrupt
-        self.path = Path(dirpath) / f"{filename}{self.FILE_EXTENSION}"
 
     def on_train_batch_end(self, trainer: Trainer, *args: Any, **kwargs: Any) -> None:
         # Lightning resumes a checkpoint of an epoch's last batch as if the epoch had ended,
@@ -50,23 +47,8 @@ class LastCheckpoint(ModelCheckpoint):
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
-        """A stop by SIGTERM or Ctrl-C (``SIGTERMException``, raised between two batches, where
-        the state is consistent) saves what was trained; any other error keeps the last file."""
-        if not (self.save_on_interrupt and isinstance(exception, SIGTERMException)):
-            return
-        if (
-            trainer.state.fn != TrainerFn.FITTING
-            or trainer.sanity_checking
-            or getattr(trainer, "fast_dev_run", False)
-        ):
-            return
-        if trainer.global_step == 0:
-            rank_zero_info("Stopped before the first training step: no checkpoint to save.")
-            return
-        if compat.last_saved_step(self) != trainer.global_step:
-            trainer.save_checkpoint(self.path, weights_only=False)
-            compat.set_last_saved_step(self, trainer.global_step)
-            self.last_model_path = str(self.path)
-        rank_zero_info(
-            f"Saved {self.path} (epoch {trainer.current_epoch}, step {trainer.global_step})."
-        )
+        """Only a stop by SIGTERM or Ctrl-C (``SIGTERMException``, raised between two batches,
+        where the state is consistent) saves; any other error keeps the last file."""
+        fitting = trainer.state.fn == TrainerFn.FITTING and trainer.global_step > 0
+        if isinstance(exception, SIGTERMException) and fitting:
+            super().on_exception(trainer, pl_module, exception)

@@ -22,6 +22,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 
+from ..distributed import gather_from_ranks
 from ..lightning_compat import logged_entries, logged_name, training_results, validation_results
 from ..plotting import (
     confusion_matrix,
@@ -30,7 +31,6 @@ from ..plotting import (
     plot_predicted_vs_true,
     split_metric_name,
 )
-from ..reliability.per_rank import gather_from_ranks
 from ..tasks import binary_probabilities
 
 log = logging.getLogger(__name__)

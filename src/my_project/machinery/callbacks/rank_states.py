@@ -1,34 +1,93 @@
-"""Under DDP every callback resumes with its own process's state, not rank 0's.
+"""Each process resumes with its own state: what Lightning's checkpoints lack for an exact resume.
 
-A best-checkpoint or early-stopping callback whose monitored value was logged without
-``sync_dist`` compares each process's own values; restored with rank 0's state, the processes
-would decide otherwise than before the stop (ModelCheckpoint saves only when all agree), and a
-resumed run would keep another best checkpoint than one that never stopped.
+Lightning writes a checkpoint from rank 0, so a callback's ``state_dict`` there is all a
+resumed run gets, and every process restores rank 0's copy. Here each process's own state is
+gathered into the checkpoint (``Trainer.save_checkpoint`` runs on all of them, so the gather is
+a collective they all reach) and each gets its own back when training starts, just before the
+first batch is fetched (the train loader seeds its own generator: `data/resumable.py`):
+
+- the RNG states dropout and augmentation draw from (torch, NumPy, Python, CUDA), which
+  Lightning does not checkpoint (NumPy's here as a tensor: a ``weights_only`` load refuses
+  arrays);
+- in a mid-epoch checkpoint, the states of the torchmetrics metrics, which torchmetrics keeps
+  out of checkpoints: the resumed epoch's ``train_acc`` counts the batches before the stop too
+  (the sums of ``self.log(value, on_epoch=True)`` are Lightning's private state: they restart);
+- under DDP, every other callback's state: a best checkpoint or early stopping on a value each
+  process logged for itself would otherwise decide otherwise than before the stop.
+
+Nothing is restored when the number of processes changed.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
+import numpy as np
+import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+from torchmetrics import Metric
 
-from ..reliability.per_rank import PerRankState
+from ..distributed import gather_from_ranks
 
 
-class PerRankCallbackStates(PerRankState):
-    """Every other callback's ``state_dict`` of every process (those keeping their own per
-    process excepted); nothing to do in one process."""
+class PerRankState(Callback):
+    def __init__(self) -> None:
+        self._ranks: list[dict[str, Any]] | None = None  # from the checkpoint, until restored
 
-    def _others(self, trainer: Trainer) -> list[Callback]:
+    def on_save_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        state: dict[str, Any] = {"rng": _rng_states(), "metrics": {}, "callbacks": {}}
+        if not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:  # else they restart
+            for name, metric in pl_module.named_modules():
+                if isinstance(metric, Metric):
+                    state["metrics"][name] = {k: _to(v) for k, v in metric.metric_state.items()}
         callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]
-        return [cb for cb in callbacks if not isinstance(cb, PerRankState)]
+        for callback in callbacks if trainer.world_size > 1 else []:
+            if callback is not self and (callback_state := callback.state_dict()):
+                state["callbacks"][callback.state_key] = callback_state
+        checkpoint.setdefault("callbacks", {})[self.state_key] = {"ranks": gather_from_ranks(state)}
 
-    def collect(self, trainer: Trainer, pl_module: LightningModule) -> Any:
-        if trainer.world_size == 1:
-            return None
-        return {cb.state_key: state for cb in self._others(trainer) if (state := cb.state_dict())}
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._ranks = state_dict.get("ranks")
 
-    def restore(self, trainer: Trainer, pl_module: LightningModule, state: Any) -> None:
-        for callback in self._others(trainer):
-            if callback.state_key in state:
-                callback.load_state_dict(state[callback.state_key])
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        ranks, self._ranks = self._ranks, None
+        if not ranks or len(ranks) != trainer.world_size:
+            return
+        state, modules = ranks[trainer.global_rank], dict(pl_module.named_modules())
+        for name, values in state["metrics"].items():
+            if isinstance(metric := modules.get(name), Metric):
+                for key, value in values.items():
+                    setattr(metric, key, _to(value, metric.device))
+        callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]
+        for callback in callbacks:
+            if callback.state_key in state["callbacks"]:
+                callback.load_state_dict(state["callbacks"][callback.state_key])
+        _set_rng_states(state["rng"])
+
+
+def _rng_states() -> dict[str, Any]:
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    numpy = (str(kind), torch.from_numpy(np.asarray(keys, np.int64)), pos, has_gauss, cached)
+    states = {"torch": torch.get_rng_state(), "numpy": numpy, "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: dict[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    kind, keys, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    random.setstate(states["python"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _to(value: Any, device: Any = "cpu") -> Any:
+    """A copy of a metric state (a tensor or a list of them) on ``device``."""
+    if isinstance(value, list):
+        return [_to(item, device) for item in value]
+    return value.detach().to(device, copy=True)

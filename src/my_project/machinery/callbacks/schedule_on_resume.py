@@ -26,14 +26,14 @@ from ..errors import UserError
 
 class ScheduleOnResume(Callback):
     def __init__(self) -> None:
-        self._built: dict[str, Any] | None = None  # this run's, before any step
-        self._recorded: dict[str, Any] | None = None  # the checkpoint's run's
+        self._built: dict[str, Any] = {}  # this run's, before any step
+        self._recorded: dict[str, Any] = {}  # the checkpoint's run's
 
     def state_dict(self) -> dict[str, Any]:
-        return _plain(self._built) if self._built else {}
+        return _plain(self._built)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._recorded = state_dict or None
+        self._recorded = state_dict
 
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         groups = [
@@ -44,41 +44,21 @@ class ScheduleOnResume(Callback):
         self._built = copy.deepcopy({"optimizers": groups, "schedulers": states})
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        recorded, self._recorded, built = self._recorded, None, self.state_dict()
-        if not (recorded and built and trainer.ckpt_path and self._built) or recorded == built:
-            return
-        if recorded.keys() != built.keys():
-            return  # not this callback's record: Lightning's restore stays
-        fresh = copy.deepcopy(self._built)
+        recorded, self._recorded, fresh = self._recorded, {}, copy.deepcopy(self._built)
+        if not trainer.ckpt_path or recorded.keys() != fresh.keys() or recorded == _plain(fresh):
+            return  # not resumed, not this callback's record, or nothing changed: exact
         for optimizer, groups in zip(trainer.optimizers, fresh["optimizers"], strict=True):
             for group, settings in zip(optimizer.param_groups, groups, strict=True):
-                group.update(settings)
-        rebuilt = []
+                group.update(settings)  # the moments and step counts stay as restored
         for config, state in zip(trainer.lr_scheduler_configs, fresh["schedulers"], strict=True):
-            steps, name = config.scheduler.last_epoch - state["last_epoch"], type(config.scheduler)
+            steps = config.scheduler.last_epoch - state["last_epoch"]
             config.scheduler.load_state_dict(state)
-            if isinstance(config.scheduler, ReduceLROnPlateau):
-                rebuilt.append(f"{name.__name__} started afresh")
-            else:
+            if not isinstance(config.scheduler, ReduceLROnPlateau):  # that one starts afresh
                 _step(config.scheduler, steps, trainer.global_step)
-                rebuilt.append(f"{name.__name__} rebuilt over this run's horizon from step 0")
-        names = [type(o).__name__ for o in trainer.optimizers for _ in o.param_groups]
-        names += [type(config.scheduler).__name__ for config in trainer.lr_scheduler_configs]
-        changes = [
-            f"{name} {key} {old.get(key)!r} -> {new[key]!r}"
-            for name, old, new in zip(names, _flat(recorded), _flat(built), strict=False)
-            for key in new
-            if old.get(key) != new[key] and key != "_last_lr"
-        ]
         rank_zero_info(
-            f"Resumed at step {trainer.global_step} with this run's settings: "
-            f"{'; '.join([*changes, *rebuilt])}."
+            f"Resumed at step {trainer.global_step} with this run's optimizer settings and "
+            "learning-rate schedules (rebuilt from step 0), not the checkpoint's, which differ."
         )
-
-
-def _flat(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every parameter group's settings, then every scheduler's state."""
-    return [*(group for groups in record["optimizers"] for group in groups), *record["schedulers"]]
 
 
 def _step(scheduler: Any, steps: int, at: int) -> None:

@@ -13,6 +13,7 @@ from .batching import TensorBatchDataset, keep_batch
 from .resumable import EpochShuffleSampler, ResumableDataLoader
 
 Split = tuple[torch.Tensor, torch.Tensor]
+SPLITS = ("test", "val", "train")  # the order they are cut from the shuffled pool
 
 
 class InMemoryDataModule(LightningDataModule):
@@ -54,12 +55,10 @@ class InMemoryDataModule(LightningDataModule):
         )
         n_test = 0 if test is not None else round(len(order) * self.hparams.test_fraction)
         n_val = round(len(order) * self.hparams.val_fraction)
-        parts = {
-            "test": order[:n_test],
-            "val": order[n_test : n_test + n_val],
-            "train": order[n_test + n_val :],
+        parts = order.split([n_test, n_val, len(order) - n_test - n_val])
+        self.splits = {
+            name: (pool[0][i], pool[1][i]) for name, i in zip(SPLITS, parts, strict=True)
         }
-        self.splits = {name: (pool[0][index], pool[1][index]) for name, index in parts.items()}
         if test is not None:
             self.splits["test"] = test
 

@@ -25,9 +25,6 @@ class DeviceChoice:
     world_size: int  # processes in all
     precision: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def device_choice(trainer: Trainer) -> DeviceChoice:
     """What ``trainer`` runs on (before or after it ran: the values are the same)."""
@@ -52,4 +49,4 @@ def run_record(trainer: Trainer) -> dict[str, Any]:
     group = None
     if dist.is_available() and dist.is_initialized():
         group = {"backend": dist.get_backend(), "world_size": dist.get_world_size()}
-    return {**device_choice(trainer).as_dict(), "process_group": group}
+    return {**asdict(device_choice(trainer)), "process_group": group}

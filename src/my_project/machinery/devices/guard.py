@@ -12,9 +12,8 @@ to ``"meta"`` shows in a CPU-only test what a GPU run would see:
 
 from __future__ import annotations
 
-import fnmatch
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +23,15 @@ from torchmetrics import Metric
 
 from ..errors import UserError
 
-_MAX_DEPTH, _MAX_LINES = 6, 20
-_MOVE_ALL = (
-    "create it in __init__ with no device=/.to(...) and let Lightning move the whole module; do "
-    "not move parts of the module by hand after Lightning did"
+_MAX_DEPTH = 6  # of nested lists and dicts
+# One fix per kind of mistake; {name}: the attribute.
+_REGISTER = (
+    'self.register_buffer("{name}", ...) in __init__ (nn.Parameter, nn.ParameterList or '
+    "nn.ParameterDict if trained; a torchmetrics metric such as SumMetric for a running "
+    "total), or .to(self.device) where it is used"
 )
+_SUBMODULE = "nn.ModuleList / nn.ModuleDict (torchmetrics.MetricCollection for metrics)"
+_METRIC = "a torchmetrics.Metric (state via self.add_state) assigned as a submodule"
 
 
 @dataclass(frozen=True)
@@ -42,11 +45,10 @@ class DeviceProblem:
     fix: str
 
     def __str__(self) -> str:
-        where = (
-            f"on {self.device} like the module now, but it stays there when the module moves "
-            "to another device"
+        where = f"on {self.device}" + (
+            ", stays there when the module moves"
             if self.device == self.expected
-            else f"on {self.device}, should be on {self.expected} with the module"
+            else f", should be on {self.expected} with the module"
         )
         return f"`{self.path}`: {self.kind}, {where}. Fix: {self.fix}"
 
@@ -55,46 +57,25 @@ class DevicePlacementError(UserError):
     """A module holds tensors that will not follow it to its device (see the message)."""
 
 
-def find_device_problems(
-    module: nn.Module,
-    device: torch.device | str | None = None,
-    ignore: Iterable[str] = (),
-    check_registered: bool = True,
-) -> list[DeviceProblem]:
-    """Every tensor of ``module`` that will not follow it, or is not on its device (default:
-    the module's own). ``ignore``: paths (shell-style patterns) left out with all under them;
-    ``check_registered=False`` skips parameters, buffers and metric states (for strategies
-    that shard or offload them on purpose)."""
-    expected = torch.device(device) if device is not None else _device_of(module)
-    problems = list(_unregistered(module, str(expected or "?")))
-    if check_registered and expected is not None:
-        problems += _misplaced(module, expected)
-    patterns = list(ignore)
-    return [p for p in problems if not any(_under(p.path, pattern) for pattern in patterns)]
+def find_device_problems(module: nn.Module) -> list[DeviceProblem]:
+    """Every tensor of ``module`` that will not follow it to its device. Parameters, buffers
+    and metric states are not checked: Lightning moves them with the module."""
+    return list(_unregistered(module, str(_device_of(module) or "?")))
 
 
-def _under(path: str, pattern: str) -> bool:
-    return fnmatch.fnmatchcase(path, pattern) or path.startswith((f"{pattern}.", f"{pattern}["))
-
-
-def check_device_placement(
-    module: nn.Module, device: torch.device | str | None = None, ignore: Iterable[str] = ()
-) -> None:
+def check_device_placement(module: nn.Module) -> None:
     """Raise `DevicePlacementError` naming every problem `find_device_problems` finds."""
-    if problems := find_device_problems(module, device, ignore):
+    if problems := find_device_problems(module):
         raise DevicePlacementError(describe_problems(problems, module))
 
 
 def describe_problems(problems: list[DeviceProblem], module: nn.Module) -> str:
-    lines = "\n".join(f"  - {problem}" for problem in problems[:_MAX_LINES])
-    if len(problems) > _MAX_LINES:
-        lines += f"\n  ... and {len(problems) - _MAX_LINES} more"
+    lines = "\n".join(f"  - {problem}" for problem in problems)
     return (
         f"{type(module).__name__} holds {len(problems)} tensor(s) that will not follow it to its "
-        f"device ({problems[0].expected}), or are not on it. Lightning moves parameters, buffers "
-        "and torchmetrics metrics registered as submodules, and nothing else; these fail at the "
-        'first step on a GPU with "Expected all tensors to be on the same device", which names '
-        f"none of them:\n{lines}"
+        f"device ({problems[0].expected}): Lightning moves only parameters, buffers and "
+        "torchmetrics metrics registered as submodules, and on a GPU these fail at the first "
+        f'step with "Expected all tensors to be on the same device":\n{lines}'
     )
 
 
@@ -103,125 +84,56 @@ def _unregistered(root: nn.Module, expected: str) -> Iterator[DeviceProblem]:
     from lightning.pytorch import LightningModule
 
     parameters = {id(t) for t in root.parameters()}
-    buffers = {id(t): n for n, t in root.named_buffers(remove_duplicate=False)}
     modules = {id(m) for m in root.modules()}
     # torch's and Lightning's own attributes (Lightning moves `example_input_array` itself)
     skip = set(vars(nn.Module()))
     if isinstance(root, LightningModule):
         skip |= set(vars(LightningModule())) | {"_hparams_initial"}
 
-    def walk(value: Any, path: str, within: str | None, depth: int) -> Iterator[DeviceProblem]:
-        """``within``: the plain container (list, tuple, dict) ``value`` is in."""
-        holder = f"nn.Module{'Dict' if within == 'dict' else 'List'}(...)"
-        where = f"in a plain {within}" if within else "set around nn.Module.__setattr__"
-        first: Any = value
+    def walk(value: Any, path: str, within: str, depth: int) -> Iterator[DeviceProblem]:
+        """``within``: "" for an attribute, else the plain container ``value`` is in."""
+        held: Any = value
         if isinstance(value, Tensor):
             if id(value) in parameters:  # an alias of a parameter: .to() keeps the object
                 return
-            kind, fix = _tensor_fix(value, path, within, buffers.get(id(value)), owner, name)
-        elif isinstance(value, Metric):
-            if id(value) in modules:
-                return
-            kind = f"torchmetrics metric {where} (not a submodule)"
-            fix = f"{holder} or torchmetrics.MetricCollection(...), so it moves, syncs across processes and is saved with the module"
+            kind = f"tensor in a plain {within}" if within else "plain tensor attribute"
+            fix = _REGISTER
         elif isinstance(value, nn.Module):
-            first = next(iter([*value.parameters(), *value.buffers()]), None)
-            if id(value) in modules or first is None:
+            if not isinstance(value, Metric):  # a metric's states are neither (it has .device)
+                held = next(iter([*value.parameters(), *value.buffers()]), None)
+            if id(value) in modules or held is None:
                 return
-            kind = f"{type(value).__name__} module {where} (its parameters are not moved, trained or saved)"
-            fix = holder if within else f"a plain `self.{name} = ...` in {owner}.__init__"
+            what = "torchmetrics metric" if held is value else type(value).__name__
+            kind, fix = f"{what} in a plain {within or 'attribute'}", _SUBMODULE
         elif depth >= _MAX_DEPTH or type(value).__module__.startswith("omegaconf"):
             return  # configs hold plain values (and reading them may resolve interpolations)
         elif isinstance(value, (Mapping, list, tuple)):
-            kind = (
-                "dict"
-                if isinstance(value, Mapping)
-                else "list"
-                if isinstance(value, list)
-                else "tuple"
-            )
-            for key, item in value.items() if isinstance(value, Mapping) else enumerate(value):
-                shown = repr(key) if kind == "dict" else key
-                yield from walk(item, f"{path}[{shown}]", kind, depth + 1)
+            items = value.items() if isinstance(value, Mapping) else enumerate(value)
+            container = "dict" if isinstance(value, Mapping) else type(value).__name__
+            for key, item in items:
+                shown = repr(key) if container == "dict" else key
+                yield from walk(item, f"{path}[{shown}]", container, depth + 1)
             return
         elif callable(getattr(value, "update", None)) and callable(getattr(value, "compute", None)):
             tensors = [v for v in getattr(value, "__dict__", {}).values() if isinstance(v, Tensor)]
             if isinstance(value, type) or not tensors:
                 return
-            first = tensors[0]
-            kind = f"{type(value).__name__} object with update()/compute() holding tensors (not a torchmetrics Metric)"
-            fix = (
-                "make it a torchmetrics.Metric (state via self.add_state(...)) assigned as an "
-                "attribute of the module, or use a torchmetrics metric (SumMetric, MeanMetric, ...)"
-            )
+            held, kind = tensors[0], f"{type(value).__name__} (not a torchmetrics Metric)"
+            fix = _METRIC
         else:
             return
-        yield DeviceProblem(path, kind, str(first.device), expected, fix)
+        name = re.findall(r"[A-Za-z_]\w*", path)[-1]  # "total", "history[0]", "hparams['lr']"
+        yield DeviceProblem(path, kind, str(held.device), expected, fix.format(name=name))
 
     for prefix, module in root.named_modules():
         if isinstance(module, Metric):
             continue  # its states are registered: `_misplaced` checks them
         # recomputed by a forward pre-hook (legacy weight_norm, spectral_norm): they follow
         hooked = {getattr(hook, "name", None) for hook in module._forward_pre_hooks.values()}
-        owner = type(module).__name__
         for name, value in vars(module).items():
             if name not in skip and name not in hooked:
                 shown = "hparams" if name == "_hparams" else name
-                yield from walk(value, f"{prefix}.{shown}" if prefix else shown, None, 0)
-
-
-def _tensor_fix(
-    tensor: Tensor, path: str, within: str | None, buffer: str | None, owner: str, name: str
-) -> tuple[str, str]:
-    """(kind, fix) of a tensor in attribute ``name`` of a module of class ``owner``."""
-    plural = "Dict" if within == "dict" else "List"
-    if buffer is not None:
-        return f"the same tensor as buffer `{buffer}`, kept in a plain attribute", (
-            f".to() replaces buffers, so this attribute keeps the old one: read `self.{buffer}` "
-            "(or a @property returning it) instead"
-        )
-    if name == "_hparams":
-        key = (re.search(r"\['([^']+)'\]", path) or [None, "name"])[1]
-        return "tensor in the hyperparameters", (
-            f'self.register_buffer("{key}", torch.as_tensor(...)) in {owner}.__init__ and use '
-            f"self.{key}; keep plain numbers and lists in the hyperparameters"
-        )
-    if within is None:
-        return "plain tensor attribute", (
-            f'self.register_buffer("{name}", <the tensor>) in {owner}.__init__ (persistent=False '
-            "keeps it out of checkpoints); for a running sum or mean, a torchmetrics metric "
-            "(SumMetric, MeanMetric) assigned as an attribute"
-        )
-    if isinstance(tensor, nn.Parameter):
-        kind = f"parameter in a plain {within} (not moved, trained or saved)"
-        return kind, f"nn.Parameter{plural}(...) for `{name}` in {owner}.__init__"
-    return f"tensor in a plain {within}", (
-        f"one self.register_buffer(...) per {'key' if within == 'dict' else 'item'}, or "
-        f'torch.stack them into one self.register_buffer("{name}", ...), in {owner}.__init__; '
-        f"nn.Parameter{plural}(...) if they are trained"
-    )
-
-
-def _misplaced(root: nn.Module, expected: torch.device) -> Iterator[DeviceProblem]:
-    """Registered tensors (parameters, buffers, metric states) not on the module's device."""
-    named: list[tuple[str, str, Tensor]] = [("parameter", p, t) for p, t in root.named_parameters()]
-    named += [("buffer", path, t) for path, t in root.named_buffers()]
-    for prefix, metric in root.named_modules():
-        for state, value in metric.metric_state.items() if isinstance(metric, Metric) else ():
-            if isinstance(value, Tensor) or not metric.compute_on_cpu:  # which keeps lists there
-                values = (
-                    [(f"{prefix}.{state}", value)]
-                    if isinstance(value, Tensor)
-                    else [(f"{prefix}.{state}[{i}]", t) for i, t in enumerate(value)]
-                )
-                named += [("torchmetrics metric state", path, t) for path, t in values]
-    for kind, path, tensor in named:
-        device = tensor.device
-        index_differs = (
-            None not in (device.index, expected.index) and device.index != expected.index
-        )
-        if device.type != expected.type or index_differs:
-            yield DeviceProblem(path, kind, str(device), str(expected), _MOVE_ALL)
+                yield from walk(value, f"{prefix}.{shown}" if prefix else shown, "", 0)
 
 
 def _device_of(module: nn.Module) -> torch.device | None:

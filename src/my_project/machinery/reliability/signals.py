@@ -1,18 +1,14 @@
 """SIGTERM and Ctrl-C stop a run cleanly: training at a step every process agrees on, with a
-checkpoint and a resume hint; anything else at once. A second signal stops at once.
+checkpoint and a resume hint; anything else at once. A second signal stops at once, without
+saving (the processes this one launched die with it: `distributed.die_with_launcher`).
 
 Lightning alone falls short: its SIGTERM handler runs a collective inside the handler and each
 process stops at the next batch *it* reaches, so DDP processes can stop at different steps and
 hang in mismatched collectives; SIGTERM exits 0 (a scheduler thinks the job succeeded); Ctrl-C
-raises ``KeyboardInterrupt`` wherever the program is. Here:
-
-- `install_handlers` (at the start of every job) makes SIGTERM and SIGINT *record* the request.
-  Outside training the request stops the run at once (`StopRequested`, like KeyboardInterrupt).
-- `StopTogether` (a callback of the run's config) puts that handler back in place of
-  Lightning's while a Trainer runs, and takes a request up between batches: every N steps
-  under DDP (one tiny all-reduce; every batch in one process), at the end of validation and of
-  an epoch, all processes agree and stop at the same step, where ``LastCheckpoint`` saves.
-- The run exits with 128 + the signal number (130 Ctrl-C, 143 SIGTERM), saying how to resume.
+raises ``KeyboardInterrupt`` wherever the program is. Here `install_handlers` (at the start of
+every job) makes SIGTERM and SIGINT *record* the request; outside training it stops the run at
+once (`StopRequested`, like KeyboardInterrupt). In training `StopTogether` takes it up between
+batches, and the run exits with 128 + the signal number (130 Ctrl-C, 143 SIGTERM).
 """
 
 from __future__ import annotations
@@ -20,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import threading
 from pathlib import Path
 from types import FrameType
@@ -49,8 +44,6 @@ class _State:
     received: list[int] = []  # the stop signals this process received in the current job
     agreed = False  # the processes decided to stop (the signal may have reached another one)
     in_training_loop = False  # a Trainer with StopTogether runs: requests wait for a batch end
-    trainer: Any = None  # that Trainer: its launcher's processes
-    launched: list[subprocess.Popen] = []  # DDP processes this one started, once detached
 
 
 def signal_name(signum: int) -> str:
@@ -64,32 +57,31 @@ def requested_signal() -> int | None:
     return signal.SIGTERM if _State.agreed else None
 
 
-def _say(text: str) -> None:
-    with contextlib.suppress(OSError):  # os.write: a handler may interrupt a print
-        os.write(2, f"\n{text}\n".encode())
-
-
 def _handle(signum: int, frame: FrameType | None) -> None:
-    if _State.received:
-        if is_rank_zero():
-            _say(f"{signal_name(signum)} again: stopping now, without saving.")
-        _kill(_launched_processes())
-        os._exit(128 + signum)
+    again = bool(_State.received)
     _State.received.append(signum)
-    if not _State.in_training_loop:
+    if not (again or _State.in_training_loop):
         raise StopRequested(signum)
     if is_rank_zero():
-        again = "press Ctrl-C" if signum == signal.SIGINT else "send it"
-        _say(
-            f"{signal_name(signum)}: stopping after the current batch and saving a checkpoint "
-            f"({again} again to stop at once, without saving)."
-        )
+        with contextlib.suppress(OSError):  # os.write: a handler may interrupt a print
+            os.write(2, f"\n{_stopping(signum, again)}\n".encode())
+    if again:
+        os._exit(128 + signum)
+
+
+def _stopping(signum: int, again: bool) -> str:
+    if again:
+        return f"{signal_name(signum)} again: stopping now, without saving."
+    twice = "press Ctrl-C" if signum == signal.SIGINT else "send it"
+    return (
+        f"{signal_name(signum)}: stopping after the current batch and saving a checkpoint "
+        f"({twice} again to stop at once, without saving)."
+    )
 
 
 def install_handlers() -> None:
     """Make SIGTERM and Ctrl-C request a stop (see the module docstring); main thread only."""
-    _State.received, _State.launched, _State.agreed, _State.trainer = [], [], False, None
-    _State.in_training_loop = False
+    _State.received, _State.agreed, _State.in_training_loop = [], False, False
     if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
             signal.signal(signum, _handle)
@@ -100,12 +92,13 @@ class StopTogether(Checkpoint):
     ``Checkpoint`` (stopping is saving), so Lightning runs its hooks after every other
     callback's of the batch: a request made in any of them stops after this batch.
 
-    Training: after a batch (every ``check_every_n_steps`` batches under DDP; not the last of
-    an epoch, whose validation and checkpoint come first), at the end of validation and of an
-    epoch, the processes agree whether any got a signal, and on yes all set Lightning's stop
-    flag, which stops them before the next batch. Lightning's own per-batch broadcast of
-    rank 0's flag is left out (`lightning_compat.skip_sigterm_broadcast`). Test: each process
-    stops at its next batch (it saves nothing, and processes may have different batch counts).
+    Training: after a batch (every ``check_every_n_steps`` batches under DDP, one tiny
+    all-reduce; not the last of an epoch, whose validation and checkpoint come first), at the
+    end of validation and of an epoch, the processes agree whether any got a signal, and on yes
+    all set Lightning's stop flag, which stops them before the next batch, where
+    ``LastCheckpoint`` saves. Lightning's own per-batch broadcast of rank 0's flag is left out
+    (`lightning_compat.skip_sigterm_broadcast`). Test: each process stops at its next batch (it
+    saves nothing, and processes may have different batch counts).
     """
 
     def __init__(self, check_every_n_steps: int = 10) -> None:
@@ -113,15 +106,13 @@ class StopTogether(Checkpoint):
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if stage in ("fit", "test"):  # elsewhere a request stops the run at once
-            _State.in_training_loop, _State.trainer = True, trainer
+            _State.in_training_loop = True
             compat.skip_sigterm_broadcast(trainer)
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         _State.in_training_loop = False
 
-    def on_exception(
-        self, trainer: Trainer, pl_module: LightningModule, error: BaseException
-    ) -> None:
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, error: Any) -> None:
         _State.in_training_loop = False
 
     def on_sanity_check_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -171,7 +162,9 @@ class StopTogether(Checkpoint):
         _State.agreed = True
         if not _training_ends_here(trainer):  # else it finishes, and the test will not start
             compat.stop_between_batches(trainer)
-            _detach_launched(trainer)
+            # Lightning's observer of the processes this one launched kills it when one exits
+            # non-zero, as they will (128 + N) once saved: it watches this list, emptied.
+            getattr(trainer.strategy.launcher, "procs", []).clear()
 
 
 def _take_sigterm_back() -> None:
@@ -193,45 +186,6 @@ def _training_ends_here(trainer: Trainer) -> bool:
     return loop.epoch_loop.batch_progress.is_last_batch and (last_epoch or trainer.should_stop)
 
 
-def _detach_launched(trainer: Trainer) -> None:
-    """Take the launched DDP processes from Lightning's child-process observer, which kills this
-    process when a child exits non-zero (after a stop they exit 128 + N by design)."""
-    procs = getattr(getattr(trainer.strategy, "launcher", None), "procs", None)
-    if procs:
-        _State.launched = list(procs)
-        procs.clear()  # the observer shares this list: empty, it stops watching
-
-
-def _launched_processes() -> list[subprocess.Popen]:
-    launcher = getattr(getattr(_State.trainer, "strategy", None), "launcher", None)
-    return list(_State.launched or getattr(launcher, "procs", None) or [])
-
-
-def _kill(processes: list[subprocess.Popen], timeout: float = 0.0) -> None:
-    """Wait ``timeout`` seconds for each process, then SIGKILL it (it may wait in a
-    collective) and reap it."""
-    for process in processes:
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            process.wait(timeout)
-        with contextlib.suppress(OSError):
-            process.kill()
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            process.wait(5)
-
-
-def end_launched(trainer: Trainer | None, timeout: float = 10.0) -> None:
-    """Let the launched DDP processes finish their own stop (they exit once the checkpoint is
-    saved); stop those still running after ``timeout`` seconds."""
-    if trainer is not None:
-        _detach_launched(trainer)
-    _kill(_launched_processes(), timeout)  # still listed meanwhile: a second signal stops them
-    _State.launched = []
-
-
-def resume_hint(run_dir: str | Path) -> str:
-    return f"python train.py resume={run_dir}"
-
-
 def stopped_message(signum: int, run_dir: str | Path | None, training_done: bool) -> str:
     """What the run says when a signal stopped it: what is saved, how to go on."""
     name = signal_name(signum)
@@ -245,5 +199,5 @@ def stopped_message(signum: int, run_dir: str | Path | None, training_done: bool
     done = "Training had finished; the test did not. " if training_done else ""
     return (
         f"Stopped by {name}. {done}The newest checkpoint is {checkpoint}. Resume with:\n"
-        f"    {resume_hint(run_dir)}"
+        f"    python train.py resume={run_dir}"
     )

@@ -21,16 +21,6 @@ if TYPE_CHECKING:
     from .build import Job
 
 
-def best_checkpoint(callbacks: list[Any]) -> str:
-    """The monitored checkpoint callback's best file (`last_checkpoint` has no monitor)."""
-    from lightning.pytorch.callbacks import ModelCheckpoint
-
-    best = [
-        cb.best_model_path for cb in callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor
-    ]
-    return best[0] if best else ""
-
-
 def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any]:
     """Fit (resuming from ``job.ckpt_path``), then test the best checkpoint. A stop by SIGTERM
     or Ctrl-C: see `stops_cleanly`. Resuming a run whose training had finished only tests; its
@@ -42,7 +32,11 @@ def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any
             metrics.update(earlier_metrics(job))
             metrics.update(job.trainer.callback_metrics)
         if test:
-            best = best_checkpoint(job.callbacks)
+            # the monitored checkpoint callback's best file (`last_checkpoint` has no monitor)
+            monitored = (
+                cb for cb in job.trainer.checkpoint_callbacks if getattr(cb, "monitor", None)
+            )
+            best = next((cb.best_model_path for cb in monitored), "")
             if fit and not best and is_rank_zero():
                 print(
                     "No best checkpoint was saved; testing the weights as they are at the end of training."
@@ -72,6 +66,7 @@ def stops_cleanly(job: Job, fit_metrics: dict[str, Any]) -> Iterator[None]:
     only tests finds them."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+    from ..strategies.ddp import end_launched_job
     from . import record
 
     try:
@@ -80,7 +75,7 @@ def stops_cleanly(job: Job, fit_metrics: dict[str, Any]) -> Iterator[None]:
         signum = signals.requested_signal() or signal.SIGTERM
         # Stopped together in training, the other processes save with this one and exit by
         # themselves; stopped in the test, they may wait for this one in a collective.
-        signals.end_launched(job.trainer, timeout=10.0 if isinstance(stop, SIGTERMException) else 0)
+        end_launched_job(succeeded=False, timeout=10.0 if isinstance(stop, SIGTERMException) else 0)
         if is_rank_zero():
             if fit_metrics:
                 record.write_json(record.to_floats(fit_metrics), job.output_dir / "metrics.json")

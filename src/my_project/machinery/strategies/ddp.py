@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -25,20 +24,13 @@ from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
 from .. import lightning_compat as compat
-from ..distributed import at_job_end, launcher_environment
-from ..errors import UserError
+from ..distributed import LAUNCHER_PID, at_job_end
 from .samplers import unpadded
 
 _LAUNCH_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 # Hydra overrides of the parent's sweep, not of the job a child re-runs.
-_SWEEP_ONLY: tuple[str, ...] = (
-    "hydra.mode",
-    "hydra.run.",
-    "hydra.sweep.",
-    "hydra.launcher",
-    "hydra/launcher",
-)
-_SWEEP_ONLY += ("hydra.sweeper", "hydra/sweeper", "hydra.output_subdir")
+_SWEEP_ONLY: tuple[str, ...] = ("hydra.mode", "hydra.run.", "hydra.sweep.", "hydra.launcher")
+_SWEEP_ONLY += ("hydra/launcher", "hydra.sweeper", "hydra/sweeper", "hydra.output_subdir")
 _launched: dict[str, Any] | None = None  # what the launcher started and changed for this job
 
 
@@ -68,26 +60,23 @@ def hydra_job_command() -> tuple[list[str], str]:
     return command, cwd
 
 
-def end_launched_job(succeeded: bool = True, timeout: float = 300.0) -> None:
-    """Wait for the processes this one launched (stop them after a failed job: they may wait
-    for it in a collective), close the process group and restore the environment, so that the
-    next job of a multirun starts its own processes on a fresh port."""
+def end_launched_job(succeeded: bool = True, timeout: float | None = None) -> None:
+    """Wait for the processes this one launched (``timeout`` seconds; by default 300 after a
+    job that succeeded, none after one that did not: they may wait for this one in a
+    collective), kill those still running, close the process group and restore the
+    environment, so that the next job of a multirun starts its own processes on a fresh port."""
     global _launched
     job, _launched = _launched, None
     if job is None:
         return
+    job["watched"].clear()  # Lightning's observer of the processes watches this list: it stops
     failed = []
     for rank, proc in enumerate(job["procs"], start=1):
-        if not succeeded:
-            proc.kill()
-        try:
-            code = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
-        if code and succeeded:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout if timeout is not None else 300.0 if succeeded else 0.0)
+        proc.kill()  # nothing if it has exited
+        if (code := proc.wait()) and succeeded:
             failed.append(f"rank {rank} exited with code {code}")
-    job["procs"].clear()  # shared with Lightning's child-process observer: it stops watching
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
     for key, value in job["env"].items():
@@ -103,14 +92,6 @@ def end_launched_job(succeeded: bool = True, timeout: float = 300.0) -> None:
 class _HydraJobLauncher(compat.SubprocessScriptLauncher):
     """Lightning's subprocess launcher whose children re-run the current Hydra job."""
 
-    def launch(self, function: Any, *args: Any, trainer: Any = None, **kwargs: Any) -> Any:
-        from hydra.core.hydra_config import HydraConfig
-
-        job_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
-        if _launched and job_dir and _launched["dir"] != job_dir:
-            end_launched_job()  # a previous job of this process was not cleaned up
-        return super().launch(function, *args, trainer=trainer, **kwargs)
-
     def _call_children_scripts(self) -> None:
         from hydra.core.hydra_config import HydraConfig
 
@@ -120,7 +101,7 @@ class _HydraJobLauncher(compat.SubprocessScriptLauncher):
         self._check_can_spawn_children()
         saved = {key: os.environ.get(key) for key in (*_LAUNCH_ENV, "OMP_NUM_THREADS")}
         _launched = {"dir": HydraConfig.get().runtime.output_dir, "env": saved, "procs": []}
-        _launched["threads"] = torch.get_num_threads()
+        _launched |= {"watched": [], "threads": torch.get_num_threads()}
         at_job_end(end_launched_job)
         env = self.cluster_environment  # the variables Lightning's launcher sets
         values: tuple[Any, ...] = (
@@ -133,29 +114,10 @@ class _HydraJobLauncher(compat.SubprocessScriptLauncher):
         os.environ.update({key: str(value) for key, value in zip(_LAUNCH_ENV, values, strict=True)})
         command, cwd = hydra_job_command()
         for local_rank in range(1, self.num_processes):
-            child = {**os.environ, **launcher_environment(), "LOCAL_RANK": str(local_rank)}
+            child = {**os.environ, LAUNCHER_PID: str(os.getpid()), "LOCAL_RANK": str(local_rank)}
             _launched["procs"].append(subprocess.Popen(command, env=child, cwd=cwd))
-        self.procs = _launched["procs"]
+        self.procs = _launched["watched"] = list(_launched["procs"])  # what Lightning watches
         return None
-
-
-@contextlib.contextmanager
-def _unused_parameters_explained(strategy: DDPStrategy) -> Iterator[None]:
-    """DDP's failure on parameters a loss did not use (a GAN toggling its two optimizers) as
-    one paragraph naming the strategy that runs it, not a traceback from the backward pass."""
-    try:
-        yield
-    except RuntimeError as error:
-        if "Expected to have finished reduction in the prior iteration" not in str(error):
-            raise
-        raise UserError(
-            f"{type(strategy.lightning_module).__name__} has parameters that its loss does not "
-            "use in a step (e.g. a GAN toggling its generator's and discriminator's "
-            "optimizers), which DDP must be told of: run with "
-            "`trainer.strategy=ddp_find_unused_parameters_true` (a little slower), or let "
-            "every parameter take part in each loss.",
-            every_rank=True,
-        ) from error
 
 
 class HydraDDPStrategy(DDPStrategy):
@@ -178,14 +140,6 @@ class HydraDDPStrategy(DDPStrategy):
         if integer and reduce_op in ("mean", "avg"):
             tensor = tensor.to(torch.get_default_dtype())
         return super().reduce(tensor, group=group, reduce_op=reduce_op)
-
-    def pre_backward(self, closure_loss: torch.Tensor) -> None:
-        with _unused_parameters_explained(self):
-            super().pre_backward(closure_loss)
-
-    def training_step(self, *args: Any, **kwargs: Any) -> Any:
-        with _unused_parameters_explained(self):
-            return super().training_step(*args, **kwargs)
 
     def process_dataloader(self, dataloader: object) -> object:
         dataloader = super().process_dataloader(dataloader)

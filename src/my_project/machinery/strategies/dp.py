@@ -30,10 +30,6 @@ DP_NODES_MESSAGE = (
 )
 
 
-class ForwardNotCalledError(UserError):
-    """Under dp, a training step computed its outputs without the module's forward."""
-
-
 class ClassForward(nn.Module):
     """What ``data_parallel`` replicates: ``module``'s *class* forward (the instance's is the
     splitting one, which would split again), in the caller's autocast dtype (``parallel_apply``'s
@@ -77,8 +73,7 @@ class DataParallelStrategy(ParallelStrategy):
 
     @property
     def root_device(self) -> torch.device:
-        if not self.parallel_devices:
-            raise RuntimeError("DataParallelStrategy has no devices yet; the Trainer sets them.")
+        assert self.parallel_devices, "the Trainer sets the devices"
         return self.parallel_devices[0]
 
     @property
@@ -121,7 +116,7 @@ class DataParallelStrategy(ParallelStrategy):
         output = super().training_step(*args, **kwargs)
         if calls is not None and self._calls == calls:  # the first training step tells
             name = type(self.lightning_module).__name__
-            raise ForwardNotCalledError(
+            raise UserError(
                 f"trainer.strategy=dp splits what {name}.forward computes across the GPUs, but "
                 f"{name}.training_step never called it (it calls its layers directly), so "
                 "nothing would be split. Compute the outputs with `self(x)` (which runs "

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sized
 
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
-from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch.utils.data import DataLoader, DistributedSampler
 
 from .. import lightning_compat as compat
@@ -26,16 +25,13 @@ def unpadded(dataloader: object) -> object:
     sampler = getattr(dataloader, "sampler", None)
     if not isinstance(dataloader, DataLoader) or type(sampler) is not DistributedSampler:
         return dataloader
-    if sampler.shuffle or sampler.drop_last or not isinstance(dataloader.dataset, Sized):
+    dataset = dataloader.dataset
+    # Every process needs a batch: a set smaller than their number keeps Lightning's repeats.
+    if not isinstance(dataset, Sized) or len(dataset) < sampler.num_replicas:
         return dataloader
-    if len(dataloader.dataset) < sampler.num_replicas:
-        rank_zero_warn(
-            f"An evaluation set of {len(dataloader.dataset)} samples on {sampler.num_replicas} "
-            "processes: every process needs a batch, so Lightning's DistributedSampler repeats "
-            "samples and its metrics count them twice. Evaluate it with `trainer.devices=1`."
-        )
+    if sampler.shuffle or sampler.drop_last:
         return dataloader
     exact = UnrepeatedDistributedSampler(
-        dataloader.dataset, num_replicas=sampler.num_replicas, rank=sampler.rank, shuffle=False
+        dataset, num_replicas=sampler.num_replicas, rank=sampler.rank, shuffle=False
     )
     return compat.update_dataloader(dataloader, exact)
