@@ -13,7 +13,7 @@ import pytest
 import torch
 from torchmetrics.classification import MulticlassAccuracy
 
-from my_project.machinery.callbacks.throughput import forward_flops_per_sample, samples_in
+from my_project.machinery.callbacks.throughput import Throughput, forward_flops_per_sample
 
 from .docs_style import LitClassifier, LitDataModule
 from .helpers import DOCS_STYLE, FAST, read_metrics, run_entry
@@ -90,7 +90,7 @@ def test_ema_weights_are_what_is_validated_checkpointed_and_tested(ema_reference
 
 
 @pytest.mark.slow
-def test_throughput_with_flops_in_the_logs_and_the_last_lines(tmp_path: Path) -> None:
+def test_throughput_with_flops_in_the_logs(tmp_path: Path) -> None:
     result = run_entry(
         "train",
         *DOCS_STYLE,
@@ -101,10 +101,6 @@ def test_throughput_with_flops_in_the_logs_and_the_last_lines(tmp_path: Path) ->
         f"hydra.run.dir={tmp_path}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
-    assert lines[-1] == f"Everything this run wrote is in {tmp_path}"
-    assert lines[-2].startswith("Throughput: training ") and "; test " in lines[-2]
-    assert lines[-2].count("samples/s (") == 2 and lines[-2].endswith("GFLOP/s).")
     assert "flops_per_batch" not in result.stdout + result.stderr  # no warning
 
     # Lightning logs a stage's rates every `log_every_n_steps` training steps (the test's
@@ -126,6 +122,7 @@ def test_flops_are_measured_only_from_an_example_input() -> None:
 
 
 def test_samples_are_counted_in_any_batch() -> None:
+    samples_in = Throughput().batch_size_fn  # Lightning's extract_batch_size
     x = torch.zeros(7, 3)
     assert samples_in((x, torch.zeros(7))) == 7
     assert samples_in({"ids": torch.zeros(5, 9), "mask": None}) == 5

@@ -31,7 +31,6 @@ from .helpers import (
 from .wandb_run import offline_runs, read_wandb_run
 
 COMPLETE, PRUNED, FAIL = TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL
-PLOTS = ("optimization_history.png", "param_importances.png", "intermediate_values.png")
 
 
 def job_dirs(sweep_dir: Path) -> list[Path]:
@@ -101,8 +100,6 @@ def test_search_keeps_its_study_in_sqlite_prunes_a_hopeless_trial_and_leaves_res
     assert results["best_value"] == pytest.approx(best.value)
     assert results["best_params"] == pytest.approx(best.params)
     assert results["run_dir"] == str(tmp_path / str(best.number))
-    for name in PLOTS:
-        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     table = result.stdout[result.stdout.index("Best of 4 trials") :]
     assert "pruned" in table and f"{tmp_path / '2'}" in table
 

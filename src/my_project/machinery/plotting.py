@@ -84,15 +84,13 @@ def plot_learning_curves(
             points = panels[name][monitored[1]]
             epoch, best = (max if mode == "max" else min)(points, key=lambda point: point[1])
             ax.axvline(epoch, color="grey", linestyle=":", linewidth=1)
-            left = epoch > max(e for e, _ in points) / 2  # the label where there is room
-            low, high = ax.get_ylim()
-            below = best > (low + high) / 2
+            late = epoch > max(e for e, _ in points) / 2  # the label on the side with room
             ax.annotate(
                 f"best {monitored[1]} {best:.3g}\n(epoch {epoch})",
                 (epoch, best),
                 textcoords="offset points",
-                xytext=(-10 if left else 10, -30 if below else 20),
-                ha="right" if left else "left",
+                xytext=(-8 if late else 8, -28 if mode == "max" else 16),
+                ha="right" if late else "left",
                 fontsize=9,
             )
         ax.set(title=name, xlabel="epoch")
@@ -127,20 +125,12 @@ def plot_confusion_matrix(matrix: np.ndarray, path: str | Path, where: str = "")
     # At least as wide as the title, for a handful of classes too.
     plt, fig, ax = _figure(figsize=(max(4.8, 1.0 + 0.55 * n), max(3.8, 0.8 + 0.5 * n)))
     image = ax.imshow(rates, cmap="Blues", vmin=0, vmax=1)
-    readable = n <= 30  # beyond that the counts are unreadable
-    for i, j in zip(*np.nonzero(matrix), strict=True) if readable else []:
+    ticks = range(n) if n <= 30 else []  # beyond that, counts and ticks are unreadable
+    for i, j in zip(*np.nonzero(matrix), strict=True) if ticks else []:
         color = "white" if rates[i, j] > 0.5 else "black"
         ax.text(j, i, str(int(matrix[i, j])), ha="center", va="center", fontsize=8, color=color)
-    ticks = range(n) if readable else []
-    ax.set(
-        xticks=ticks,
-        yticks=ticks,
-        xticklabels=[str(t) for t in ticks],
-        yticklabels=[str(t) for t in ticks],
-        xlabel="predicted",
-        ylabel="true",
-        title=f"Test confusion matrix{where} (accuracy {accuracy:.3f})",
-    )
+    ax.set(xticks=ticks, yticks=ticks, xlabel="predicted", ylabel="true")
+    ax.set_title(f"Test confusion matrix{where} (accuracy {accuracy:.3f})")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="fraction of true class")
     return _save(plt, fig, path)
 

@@ -5,8 +5,8 @@ process (a DDP child started by `trainer.devices=2` has none), and raises ``Tria
 of ``fit``, so a pruned run ends as a failure: no test, no ``metrics.json``. This callback
 reports from global rank 0 only, broadcasts the pruner's answer, and sets
 ``trainer.should_stop`` on every rank together: a pruned trial ends like an early-stopped run.
-The trial comes from the sweeper (`hydra_plugins/my_project_optuna`), which runs each job in
-this process and hands over the trial of each job number with :func:`trials_for_jobs`.
+The sweeper (`hydra_plugins/my_project_optuna`) runs each job in this process and hands over
+the trial of each job number with :func:`trials_for_jobs`.
 """
 
 from __future__ import annotations
@@ -55,15 +55,11 @@ class OptunaPruning(Callback):
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         from hydra.core.hydra_config import HydraConfig
 
-        if stage != "fit" or not trainer.is_global_zero:
-            return
-        job = HydraConfig.get().job.num if HydraConfig.initialized() else None
-        self._job = _trials_by_job.get(job) if job is not None else None
-        if self._job is None:
-            rank_zero_warn(
-                "OptunaPruning: no Optuna trial for this job in this process (a run outside "
-                "`-m hparams_search=...`, or a launcher that runs jobs elsewhere): no pruning."
-            )
+        if stage == "fit" and trainer.is_global_zero:
+            job = HydraConfig.get().job.num if HydraConfig.initialized() else None
+            self._job = _trials_by_job.get(job) if job is not None else None
+            if self._job is None:
+                rank_zero_warn("OptunaPruning: no Optuna trial for this job in this process.")
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         epoch = trainer.current_epoch
@@ -81,12 +77,10 @@ class OptunaPruning(Callback):
         if self._job is not None:
             self._job.trial.report(float(value), step=epoch)
         prune = self._job is not None and self._job.trial.should_prune()
-        if not trainer.strategy.broadcast(prune, src=0):  # rank 0 decides for every rank
-            return
-        trainer.should_stop = True
-        if self._job is not None:
-            self._job.pruned_at_epoch = epoch
-        rank_zero_info(
-            f"Optuna pruned this trial after epoch {epoch}: {self.monitor}={float(value):.4g} "
-            "is behind the other trials at this epoch; stopping here."
-        )
+        if trainer.strategy.broadcast(prune, src=0):  # rank 0 decides for every rank
+            trainer.should_stop = True
+            if self._job is not None:
+                self._job.pruned_at_epoch = epoch
+            rank_zero_info(
+                f"Optuna pruned this trial after epoch {epoch}: {self.monitor}={float(value):.4g}."
+            )

@@ -3,9 +3,8 @@
 Lightning's ``WandbLogger(log_model=True)`` logs the files of every ``ModelCheckpoint`` and
 aliases each one's own best as `best`, so the unmonitored `last.ckpt` callback would claim
 that alias too: this logs the monitored callback's best file alone. Online it is uploaded at
-once; offline the run file records it and `wandb sync` uploads it later. The file is
-referenced where it is (``policy="immutable"``), not copied to wandb's staging folder, so keep
-the run directory until it is synced.
+once; offline `wandb sync` uploads it later. The file is referenced where it is
+(``policy="immutable"``), not copied: keep the run directory until it is synced.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ class WandbBestCheckpoint(Callback):
             return
         import wandb
 
-        run = logger.experiment
         score = checkpoint.best_model_score
         metadata = {
             "monitor": checkpoint.monitor,
@@ -50,6 +48,6 @@ class WandbBestCheckpoint(Callback):
             "score": None if score is None else float(score),
             "original_filename": Path(checkpoint.best_model_path).name,
         }
-        artifact = wandb.Artifact(name=f"model-{run.id}", type="model", metadata=metadata)
+        artifact = wandb.Artifact(f"model-{logger.experiment.id}", "model", metadata=metadata)
         artifact.add_file(checkpoint.best_model_path, name="model.ckpt", policy="immutable")
-        run.log_artifact(artifact, aliases=self.aliases)
+        logger.experiment.log_artifact(artifact, aliases=self.aliases)
