@@ -55,11 +55,11 @@ def predict(cfg: DictConfig) -> Path:
     loaders = split_loaders(cfg, model)
     example = first_batch(loaders, cfg)
     task = None if own else classifier_of(model, example)
-    source, file = f"the {cfg.split} split", cfg.get("input_path")
+    file = cfg.get("input_path")
+    source = f"input_path={file}" if file else f"the {cfg.split} split"
     if file:
         inputs = torch.from_numpy(load_inputs(file, model.hparams.get("in_shape")))
-        chunks = inputs.split(int(cfg.batch_size))
-        loaders, source = [[like_data(example, x) if own else x for x in chunks]], str(file)
+        loaders = [[like_data(example, x) if own else x for x in inputs.split(cfg.batch_size)]]
     batches = [Batches(loader, whole=own) for loader in loaders]
     trainer = build.build_trainer(cfg, callbacks=[], loggers=[], enable_checkpointing=False)
     if trainer.world_size > 1:
@@ -75,26 +75,26 @@ def predict(cfg: DictConfig) -> Path:
     except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as error:
         if own and not file:
             raise  # the module's own predict_step: its traceback
-        name, what = type(model).__name__, describe(error)
+        shape = f", shaped {tuple(inputs.shape)}" if file else ""
         raise UserError(
-            f"{name} cannot take the inputs of input_path={file}, shaped {tuple(inputs.shape)} "
-            f"({what}) Save inputs shaped like one batch of its training data, (N, ...)."
-            if file
-            else f"{name} has no predict_step, and its forward cannot take the inputs of the "
-            f"{cfg.split} split's batches ({what}) predict.py calls `forward(inputs)` on each "
-            "batch's inputs (its first element) for such a module. Give the module a "
-            "`predict_step(self, batch, batch_idx)` returning what to predict for a batch, a "
-            "tensor or a dict of tensors."
+            f"{type(model).__name__} cannot take the inputs of {source}{shape} "
+            f"({describe(error)}) Without a predict_step of its own, predict.py calls "
+            "`forward(inputs)` on each batch's inputs (its first element): pass inputs shaped "
+            "like a batch of its training data, or give the module a `predict_step(self, "
+            "batch, batch_idx)` returning a tensor or a dict of tensors for a batch."
         ) from error
     per_loader = outputs if len(batches) > 1 else [outputs or []]  # record what came out
-    columns = prediction_columns([out for outs in per_loader for out in outs], task)
+    predicted = prediction_columns([out for outs in per_loader for out in outs], task)
+    count = len(next(iter(predicted.values())))
+    seen = [t for b in batches for t in b.targets]
+    table: dict[str, Any] = {}
+    if not file and seen and all(isinstance(t, torch.Tensor) for t in seen):
+        target = torch.cat([_rows(t) for t in seen])
+        table["target"] = target.long() if task is not None else target
     if len(batches) > 1 and not file:
-        index = torch.cat([torch.full((b.rows,), i) for i, b in enumerate(batches)])
-        columns = {"dataloader": index, **columns}
-    target = None if file else Batches.targets(batches)
-    target = target.long() if target is not None and task is not None else target
-    write_predictions(columns, path, target)
-    count = len(next(iter(columns.values())))
+        table["dataloader"] = torch.cat([torch.full((b.rows,), i) for i, b in enumerate(batches)])
+    table = {k: v for k, v in columns(table).items() if len(v) == count}
+    write_predictions({**table, **predicted}, path)
     print(f"Wrote {count} predictions for {source} to {path}")
     return path
 
@@ -151,45 +151,33 @@ def like_data(example: Any, inputs: Tensor) -> Any:
     unpacks ``x, y = batch``: its other tensors as zeros, a row per input."""
     if not isinstance(example, (list, tuple)):
         return inputs
-    rest = [zeros_like_rows(part, len(inputs)) for part in example[1:]]
+    rest = [
+        p.new_zeros(len(inputs), *p.shape[1:]) if hasattr(p, "new_zeros") else p
+        for p in example[1:]
+    ]
     return (inputs, *rest) if isinstance(example, tuple) else [inputs, *rest]
-
-
-def zeros_like_rows(part: Any, rows: int) -> Any:
-    return part.new_zeros((rows, *part.shape[1:])) if hasattr(part, "new_zeros") else part
 
 
 class Batches:
     """A loader's batches as the model takes them: whole (its own ``predict_step``) or their
     inputs (Lightning's default ``predict_step`` calls ``forward`` on the batch); the targets
-    (second elements) kept aside."""
+    (second elements) and the number of inputs kept aside."""
 
     def __init__(self, loader: Any, whole: bool) -> None:
         self.loader, self.whole = loader, whole
-        self.seen: list[Any] = []
+        self.targets: list[Any] = []
         self.rows = 0
 
     def __iter__(self) -> Iterator[Any]:
-        self.seen, self.rows = [], 0
+        self.targets, self.rows = [], 0
         for batch in self.loader:
             if isinstance(batch, (list, tuple)) and len(batch) > 1:
-                self.seen.append(batch[1])
+                self.targets.append(batch[1])
             self.rows += len(inputs_of(batch))
             yield batch if self.whole else inputs_of(batch)
 
     def __len__(self) -> int:
         return len(self.loader)
-
-    @staticmethod
-    def targets(every: Sequence[Batches]) -> Tensor | None:
-        """One row (or value) per input, if every batch had a tensor of targets."""
-        import torch
-
-        seen = [t for batches in every for t in batches.seen]
-        if not seen or not all(isinstance(t, torch.Tensor) for t in seen):
-            return None
-        target = torch.cat([_rows(t) for t in seen])
-        return target[:, 0] if target.shape[1] == 1 else target
 
 
 def classifier_of(model: Any, batch: Any) -> str | None:
@@ -249,14 +237,19 @@ def prediction_columns(outputs: Sequence[Any], task: str | None = None) -> dict[
     if not outputs:
         raise UserError("There is nothing to predict: the inputs are empty.")
     named = [named_outputs(output, task) for output in outputs]
-    columns: dict[str, Tensor] = {}
-    for key in named[0]:
-        values = torch.cat([_rows(out[key]) for out in named])
+    return columns({key: torch.cat([_rows(out[key]) for out in named]) for key in named[0]})
+
+
+def columns(named: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """Each tensor (a row per sample) as a column, or as ``<name>_<k>`` for several values."""
+    table = {}
+    for key, values in named.items():
+        values = _rows(values)
         if values.shape[1] == 1:
-            columns[key] = values[:, 0]
+            table[key] = values[:, 0]
         else:
-            columns.update({f"{key}_{k}": values[:, k] for k in range(values.shape[1])})
-    return columns
+            table.update({f"{key}_{k}": values[:, k] for k in range(values.shape[1])})
+    return table
 
 
 def _rows(tensor: Any) -> Tensor:
@@ -310,20 +303,13 @@ def as_inputs(array: np.ndarray, in_shape: Sequence[int] | None, source: str) ->
     return array
 
 
-def write_predictions(columns: Mapping[str, Tensor], path: Path, targets: Tensor | None) -> None:
-    """CSV with one row per input: index, (target,) then the columns; written whole to a
-    temporary file first, so an interrupted run leaves no half-written CSV."""
-    table = dict(columns)
-    if targets is not None and len(targets) == len(next(iter(table.values()))):
-        if targets.dim() == 1:
-            table = {"target": targets, **table}
-        else:
-            table = {**{f"target_{k}": targets[:, k] for k in range(targets.shape[1])}, **table}
+def write_predictions(table: Mapping[str, Tensor], path: Path) -> None:
+    """CSV with one row per input: index, then the columns; written whole to a temporary file
+    first, so an interrupted run leaves no half-written CSV."""
     lines = [",".join(["index", *table])]
     for i, row in enumerate(zip(*(column.tolist() for column in table.values()), strict=True)):
-        lines.append(
-            ",".join([str(i), *(f"{v:.6f}" if isinstance(v, float) else str(v) for v in row)])
-        )
+        cells = (f"{v:.6f}" if isinstance(v, float) else str(v) for v in row)
+        lines.append(",".join([str(i), *cells]))
     partial = path.with_name(path.name + ".part")
     partial.write_text("\n".join(lines) + "\n")
     os.replace(partial, path)
