@@ -3,8 +3,8 @@ optuna<3): `python train.py -m hparams_search=mlp`, with its config keys (``para
 ``n_trials``, ``direction``, ``sampler``, ``pruner``, ``storage``, ``study_name``), and:
 
 - pruning: each job reports its metric per epoch through the `OptunaPruning` callback, which
-  finds its trial through :func:`~my_project.machinery.callbacks.optuna_pruning.trials_for_jobs`
-  (so jobs run in this process: Hydra's default launcher);
+  finds its trial in :data:`~my_project.machinery.callbacks.optuna_pruning.TRIALS` (so jobs
+  run in this process: Hydra's default launcher);
 - studies that survive: by default a SQLite file in the sweep directory; ``n_trials`` counts
   finished trials (complete or pruned), so the same command with the same ``hydra.sweep.dir``
   continues a killed search, the trial it was running marked failed;
@@ -29,7 +29,6 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from ._report import table
 from ._search_space import SearchSpace, search_space
 
 if TYPE_CHECKING:
@@ -142,21 +141,22 @@ class OptunaSweeper(Sweeper):
 
         from my_project.machinery.callbacks import optuna_pruning
 
-        job = optuna_pruning.TrialOfJob(trial)
+        optuna_pruning.TRIALS[trial.number] = trial
         try:
-            with optuna_pruning.trials_for_jobs({trial.number: job}):
-                (done,) = self._launcher.launch(
-                    [space.overrides(trial.params)], initial_job_idx=trial.number
-                )
+            (done,) = self._launcher.launch(
+                [space.overrides(trial.params)], initial_job_idx=trial.number
+            )
         except BaseException:  # a job's error, Ctrl-C: the trial did not finish
             study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             raise
+        finally:
+            optuna_pruning.TRIALS.pop(trial.number, None)
         if done.hydra_cfg is not None:
             trial.set_user_attr("run_dir", str(done.hydra_cfg.hydra.runtime.output_dir))
         if done.status != JobStatus.COMPLETED:
             study.tell(trial, state=TrialState.FAIL)
             done.return_value  # noqa: B018 - raises the job's own error
-        if job.pruned_at_epoch is not None:
+        if "pruned_at_epoch" in trial.user_attrs:
             study.tell(trial, state=TrialState.PRUNED)
             return TrialState.PRUNED
         if done.return_value is None or not math.isfinite(float(done.return_value)):
@@ -201,6 +201,20 @@ def best_trials(study: Study, metric: str, top: int = 5) -> str:
     counts = ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
     title = f"Best of {len(trials)} trials ({study.direction.name.lower()} {metric}; {counts}):"
     return table(title, ["trial", "state", metric, *keys, "run dir"], rows)
+
+
+def table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """``title``, then the rows in aligned columns."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return "nan" if math.isnan(value) else f"{value:.4g}"
+        return "" if value is None else str(value)
+
+    cells = [[cell(value) for value in row] for row in [header, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join([title, *(line.rstrip() for line in lines)])
 
 
 def bad_input(message: str) -> NoReturn:

@@ -1,6 +1,6 @@
 """MLflow with no server to start: Lightning's ``MLFlowLogger`` into a store in the run
 directory, or to the tracking server ``MLFLOW_TRACKING_URI`` names (the config file and the
-best checkpoint go up with `callbacks/mlflow_artifacts`). Under DDP only rank 0 logs."""
+best checkpoint go up with `callbacks/checkpoint_artifacts`). Under DDP only rank 0 logs."""
 
 from __future__ import annotations
 
