@@ -37,9 +37,7 @@ def test_the_report_names_the_versions_and_devices_and_times_each_device() -> No
 def test_arguments_are_refused_in_one_paragraph() -> None:
     result = processes.run([*DOCTOR, "trainer.devices=2"], cwd=ROOT, env=clean_env(), timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "the device report takes no arguments (it was given 'trainer.devices=2')" in (
-        " ".join(result.stderr.split())
-    )
+    assert "unrecognized arguments: trainer.devices=2" in result.stderr
 
 
 def test_importing_the_doctor_loads_neither_torch_nor_lightning() -> None:

@@ -58,5 +58,5 @@ def test_learning_curves_number_epochs_as_the_checkpoints_do(
         assert list(shown) == list(range(epochs))  # one tick an epoch
     (val,) = [line for line in acc.lines if line.get_label() == "val"]
     assert list(val.get_xdata()) == list(range(epochs))  # epochs from 0
-    (label,) = [t.get_text() for t in acc.texts]
+    (label,) = [str(line.get_label()) for line in acc.lines if line is not val]
     assert label.endswith(f"(epoch {epochs - 1})")

@@ -6,6 +6,7 @@ It writes nothing; what a run really ran on is in its `run_info.json`.
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import sys
@@ -79,17 +80,8 @@ def seconds_per_product(device: str, size: int = SIZE, repeats: int = 10) -> flo
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: `my-project-doctor`."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ("-h", "--help"):
-        print(__doc__)
-        return
-    if args:
-        print(
-            f"\nError: the device report takes no arguments (it was given {args[0]!r}); it "
-            "reports this machine. What a run ran on is in its run directory's run_info.json.\n",
-            file=sys.stderr,
-        )
-        sys.exit(2)
+    # No options: argparse gives --help and refuses anything else (exit 2).
+    argparse.ArgumentParser(prog="my-project-doctor", description=__doc__).parse_args(argv)
     for label, value in machine():
         print(f"{label:<32}{value}")
     print(f"\nOne {SIZE}x{SIZE} float32 matrix product:")

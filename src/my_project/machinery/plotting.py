@@ -83,16 +83,8 @@ def plot_learning_curves(
         if monitored is not None and monitored[0] == name and panels[name].get(monitored[1]):
             points = panels[name][monitored[1]]
             epoch, best = (max if mode == "max" else min)(points, key=lambda point: point[1])
-            ax.axvline(epoch, color="grey", linestyle=":", linewidth=1)
-            late = epoch > max(e for e, _ in points) / 2  # the label on the side with room
-            ax.annotate(
-                f"best {monitored[1]} {best:.3g}\n(epoch {epoch})",
-                (epoch, best),
-                textcoords="offset points",
-                xytext=(-8 if late else 8, -28 if mode == "max" else 16),
-                ha="right" if late else "left",
-                fontsize=9,
-            )
+            label = f"best {monitored[1]} {best:.3g} (epoch {epoch})"
+            ax.axvline(epoch, color="grey", linestyle=":", linewidth=1, label=label)
         ax.set(title=name, xlabel="epoch")
         seen = sorted({epoch for points in panels[name].values() for epoch, _ in points})
         if len(seen) <= 12:  # few epochs: a tick on each (one epoch got ticks 0.96 ... 1.04)
