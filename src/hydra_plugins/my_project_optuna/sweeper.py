@@ -8,7 +8,8 @@ optuna<3): `python train.py -m hparams_search=mlp`, with its config keys (``para
 - studies that survive: by default a SQLite file in the sweep directory; ``n_trials`` counts
   finished trials (complete or pruned), so the same command with the same ``hydra.sweep.dir``
   continues a killed search, the trial it was running marked failed;
-- results: the best trials printed, and ``best_params.yaml`` in the sweep directory.
+- results: a line per trial as it ends; at the end the best, printed and in
+  ``best_params.yaml`` in the sweep directory.
 
 Trial ``N`` runs in the job folder ``N`` (``hydra.job.num``). One search process per study.
 """
@@ -94,7 +95,9 @@ class OptunaSweeper(Sweeper):
             sampled = ", ".join(f"{key}={value}" for key, value in frozen.params.items())
             result = "" if frozen.value is None else f" {self.metric}={frozen.value:.4g}"
             print(f"Trial {trial.number} {state.name.lower()}:{result} ({sampled})", flush=True)
-        print(best_trials(study, self.metric), flush=True)
+        states = [trial.state.name.lower() for trial in study.trials]
+        counts = ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
+        print(f"{len(states)} trials in the study ({counts}).", flush=True)
         if any(t.state == TrialState.COMPLETE for t in study.trials):
             best = study.best_trial
             record = {
@@ -105,7 +108,9 @@ class OptunaSweeper(Sweeper):
                 "best_trial": best.number,
                 "run_dir": best.user_attrs.get("run_dir"),
             }
-            (sweep_dir / "best_params.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
+            text = yaml.safe_dump(record, sort_keys=False)
+            (sweep_dir / "best_params.yaml").write_text(text)
+            print(f"The best trial:\n{text}", end="", flush=True)
         print(f"Study and best parameters in {sweep_dir}", flush=True)
         return study
 
@@ -175,46 +180,6 @@ def finished(study: Study) -> list[Any]:
     from optuna.trial import TrialState
 
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-
-
-def best_trials(study: Study, metric: str, top: int = 5) -> str:
-    """The ``top`` completed trials, best first (then the pruned ones, if room is left)."""
-    from optuna.trial import TrialState
-
-    sign = -1.0 if study.direction.name == "MAXIMIZE" else 1.0
-    trials = sorted(
-        finished(study),
-        key=lambda t: (t.state != TrialState.COMPLETE, sign * (t.value or 0.0), t.number),
-    )
-    keys = sorted({key for trial in trials for key in trial.params})
-    rows = [
-        [
-            t.number,
-            t.state.name.lower(),
-            t.value,
-            *(t.params.get(k) for k in keys),
-            t.user_attrs.get("run_dir"),
-        ]
-        for t in trials[:top]
-    ]
-    states = [trial.state.name.lower() for trial in study.get_trials(deepcopy=False)]
-    counts = ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
-    title = f"Best of {len(trials)} trials ({study.direction.name.lower()} {metric}; {counts}):"
-    return table(title, ["trial", "state", metric, *keys, "run dir"], rows)
-
-
-def table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """``title``, then the rows in aligned columns."""
-
-    def cell(value: Any) -> str:
-        if isinstance(value, float):
-            return "nan" if math.isnan(value) else f"{value:.4g}"
-        return "" if value is None else str(value)
-
-    cells = [[cell(value) for value in row] for row in [header, *rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join([title, *(line.rstrip() for line in lines)])
 
 
 def bad_input(message: str) -> NoReturn:
