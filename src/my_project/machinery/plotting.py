@@ -99,13 +99,6 @@ def plot_learning_curves(
     return _save(plt, fig, path)
 
 
-def confusion_matrix(predicted: np.ndarray, true: np.ndarray, num_classes: int) -> np.ndarray:
-    """Counts of (true, predicted) pairs, rows by true class."""
-    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
-    np.add.at(matrix, (true.astype(np.int64), predicted.astype(np.int64)), 1)
-    return matrix
-
-
 def plot_confusion_matrix(matrix: np.ndarray, path: str | Path, where: str = "") -> Path:
     """Row-normalised confusion matrix with counts in each cell; the diagonal is what is
     right. ``where``: which test loader (``, loader 1``)."""

@@ -24,7 +24,6 @@ from torch import Tensor
 
 from ..lightning_compat import logged_entries, logged_name, training_results, validation_results
 from ..plotting import (
-    confusion_matrix,
     plot_confusion_matrix,
     plot_learning_curves,
     plot_predicted_vs_true,
@@ -180,7 +179,10 @@ class PlotCallback(Callback):
             )
             return
         path = self.dirpath / f"confusion_matrix{name}.png"
-        plot_confusion_matrix(confusion_matrix(predicted.numpy(), true.numpy(), count), path, where)
+        from sklearn.metrics import confusion_matrix
+
+        matrix = confusion_matrix(true.numpy(), predicted.numpy(), labels=range(count))
+        plot_confusion_matrix(matrix, path, where)
         log_image(trainer, f"plots/confusion_matrix{name}", path)
 
     def state_dict(self) -> dict[str, Any]:
