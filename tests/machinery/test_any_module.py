@@ -65,31 +65,29 @@ def test_a_monitor_of_one_of_several_validation_loaders_is_found(tmp_path: Path)
 
 
 # -- learning curves ------------------------------------------------------------------------
-class StepValues(Callback):
-    """Each training step's logged values, read as they are logged (a test's own sync)."""
-
-    def __init__(self) -> None:
-        self.values: dict[int, dict[str, list[float]]] = {}
-
-    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        epoch = self.values.setdefault(trainer.current_epoch, {})
-        for name in ("g_loss", "d_loss"):
-            epoch.setdefault(name, []).append(float(trainer.callback_metrics[name]))
-
-
 @pytest.mark.slow
-def test_values_logged_per_step_only_are_plotted_as_their_epoch_means(tmp_path: Path) -> None:
+def test_values_logged_per_step_only_are_plotted_at_their_epochs_last_step(
+    tmp_path: Path,
+) -> None:
     """A GAN logs g_loss and d_loss on every step (`log_dict`, no on_epoch): the curves are
-    each epoch's mean, not its last step, and have no stage prefix to be found by."""
-    plots, steps = PlotCallback(str(tmp_path)), StepValues()
-    trainer(tmp_path, steps, plots).fit(gan.GAN(), gan.RingData())
+    each epoch's last value, as `callback_metrics` holds it, under the stage that logged them."""
+
+    class LastSteps(Callback):
+        def __init__(self) -> None:
+            self.values: dict[int, dict[str, float]] = {}
+
+        def on_train_epoch_end(self, trainer: L.Trainer, *args: Any) -> None:
+            metrics = trainer.callback_metrics
+            self.values[trainer.current_epoch] = {
+                n: float(metrics[n]) for n in ("g_loss", "d_loss")
+            }
+
+    plots, last = PlotCallback(str(tmp_path)), LastSteps()
+    trainer(tmp_path, last, plots).fit(gan.GAN(), gan.RingData())
     assert [row["epoch"] for row in plots.history] == [0, 1]
     for row in plots.history:
         for name in ("g_loss", "d_loss"):
-            logged = steps.values[row["epoch"]][name]
-            assert len(logged) == 8
-            assert row[f"train/{name}"] == pytest.approx(sum(logged) / len(logged), rel=1e-6)
-            assert row[f"train/{name}"] != logged[-1]
+            assert row[f"train/{name}"] == last.values[row["epoch"]][name]
     assert (tmp_path / "learning_curves.png").is_file()
 
 
@@ -274,29 +272,3 @@ def test_train_runs_on_a_config_from_hydras_compose_api(
     else:
         (run,) = (tmp_path / "logs" / "train" / "runs").iterdir()
         assert (run / "metrics.json").is_file() and (run / "learning_curves.png").is_file()
-
-
-class EveryOtherStep(gan.GAN):
-    """Logs d_loss on odd steps only (and g_loss on every step)."""
-
-    def log_dict(self, values: dict, *args: Any, **kwargs: Any) -> None:
-        if self.global_step % 4 == 0:  # two optimizer steps a batch: every other batch
-            values = {"g_loss": values["g_loss"]}
-        super().log_dict(values, *args, **kwargs)
-
-
-@pytest.mark.slow
-def test_a_value_logged_on_some_steps_is_the_mean_of_those_steps(tmp_path: Path) -> None:
-    class LoggedSteps(Callback):
-        def __init__(self) -> None:
-            self.d_loss: list[float] = []
-
-        def on_train_batch_end(self, trainer: L.Trainer, module: Any, *args: Any) -> None:
-            if (trainer.global_step - 2) % 4 == 0:  # a batch that logged d_loss
-                self.d_loss.append(float(trainer.callback_metrics["d_loss"]))
-
-    plots, seen = PlotCallback(str(tmp_path)), LoggedSteps()
-    trainer(tmp_path, seen, plots, epochs=1).fit(EveryOtherStep(), gan.RingData())
-    assert len(seen.d_loss) == 4
-    (row,) = plots.history
-    assert row["train/d_loss"] == pytest.approx(sum(seen.d_loss) / 4, rel=1e-6)

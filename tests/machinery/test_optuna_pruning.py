@@ -19,7 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
-from my_project.machinery.callbacks.optuna_pruning import TrialOfJob, trials_for_jobs
+from my_project.machinery.callbacks.optuna_pruning import TRIALS
 from my_project.machinery.errors import report_user_errors
 from my_project.machinery.run.train import train
 from my_project.machinery.strategies.ddp import hydra_job_command
@@ -65,11 +65,13 @@ def test_each_epoch_is_reported_and_a_rejected_trial_stops_with_its_run_complete
     study = optuna.create_study(
         direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=lower)
     )
-    job = TrialOfJob(study.ask())
-    with trials_for_jobs({0: job}):
+    TRIALS[0] = trial = study.ask()
+    try:
         metrics = train(cfg)
+    finally:
+        TRIALS.pop(0)
 
-    assert job.pruned_at_epoch == pruned_at
+    assert trial.user_attrs.get("pruned_at_epoch") == pruned_at
     reported = study.trials[0].intermediate_values
     assert sorted(reported) == list(range(epochs))
     assert reported[epochs - 1] == pytest.approx(metrics["val_acc"])

@@ -197,7 +197,7 @@ def test_inputs_with_or_without_channel_axis_are_accepted(
 
 
 def test_missing_input_file_is_reported(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match=r"does not exist.*numpy.save"):
+    with pytest.raises(UserError, match=r"No such file or directory.*numpy.save"):
         load_inputs(tmp_path / "nope.npy", [1, 8, 8])
 
 
@@ -256,7 +256,7 @@ def test_several_test_loaders_are_predicted_served_and_exported(
 ) -> None:
     from my_project.machinery.run.export import export
     from my_project.machinery.run.predict import classifier_of, first_batch, predict, split_loaders
-    from my_project.machinery.run.serve import check_answers, input_signature
+    from my_project.machinery.run.serve import check_answers, signature_of
 
     team = [
         *DOCS_STYLE_EVAL,
@@ -272,9 +272,9 @@ def test_several_test_loaders_are_predicted_served_and_exported(
     cfg = compose_config(team, tmp_path / "serve", "serve")
     model = ClassifierOnTwoTestLoaders.load_from_checkpoint(two_loaders_run / "model.ckpt")
     batch = first_batch(split_loaders(cfg, model), cfg)
-    signature = input_signature(model.eval(), batch, "test")
-    assert signature.describe() == "(N, 16) float32"
-    check_answers(model, signature, None, classifier_of(model, batch))
+    shape, dtype = signature_of(batch[0], "ClassifierOnTwoTestLoaders")
+    assert (shape, dtype) == ((16,), "float32")
+    check_answers(model.eval(), shape, dtype, None, classifier_of(model, batch))
 
     exported = export(compose_config(team, tmp_path / "export", "export"))
     assert exported.is_file()

@@ -364,13 +364,13 @@ CASES: list[tuple[str, str, str, str]] = [
         "predict into an empty file name",
         "predict",
         "ckpt_path={cnn}/checkpoints/last.ckpt output_file=",
-        "output_file= is empty",
+        "output_file= names no file to write the predictions to",
     ),
     (
         "predict into a directory",
         "predict",
         "ckpt_path={cnn}/checkpoints/last.ckpt output_file={tmp}",
-        "names a directory",
+        "names no file to write the predictions to",
     ),
     (
         "predict inputs with NaN and inf",

@@ -1,28 +1,25 @@
-"""Benchmark: the template's training steps against a hand-written PyTorch loop.
+"""Benchmark: Lightning's training loop against a hand-written PyTorch loop, for any module.
 
     python -m my_project.machinery.bench                       # the `mlp` workload (bench.yaml)
-    python -m my_project.machinery.bench --workload cnn --device cuda data.on_device=true
+    python -m my_project.machinery.bench --workload cnn --device cuda
     python -m my_project.machinery.bench --workload none model=mine data=mine  # any module
 
-In one process, on one device, the same module (same initial weights) trains on the same data
-for the same number of batches, three ways, each inside a real ``Trainer.fit``, so a module
-that reads ``self.trainer`` (``estimated_stepping_batches``, ``datamodule``, ``optimizers()``)
-in ``setup``, ``configure_optimizers`` or its steps finds one:
+In one process, on one device, the same module (same initial weights) trains on the batches of
+its data module's training loader for the same number of batches, two ways, each inside a real
+``Trainer.fit``, so a module that reads ``self.trainer`` (``estimated_stepping_batches``,
+``datamodule``, ``optimizers()``) in ``setup``, ``configure_optimizers`` or its steps finds one:
 
-1. ``template``: Lightning's loop with the run's callbacks (checkpoints, validation and loggers
-   off: they are not part of a training step);
-2. ``raw``: a hand-written loop as a tutorial writes it, run where Lightning's would start
-   (``on_train_start``, after ``setup`` and ``configure_optimizers``): a plain shuffling
-   ``DataLoader`` of the training set, each batch ``.to(device)``, the module's own
-   ``training_step`` (``self.log`` does nothing there), ``backward``, ``step`` and
-   ``zero_grad`` of its optimizer; a module that optimizes by hand steps its own;
-3. ``raw_template_data``: the same loop over the batches the data module gives Lightning (e.g.
-   sliced on the device, `data.on_device`), so ``template / raw_template_data`` is Lightning's
-   own cost.
+- ``template``: Lightning's loop with the run's callbacks (checkpoints, validation and loggers
+  off: they are not part of a training step);
+- ``raw``: a loop as a tutorial writes it, run where Lightning's would start
+  (``on_train_start``): each batch ``.to(device)``, the module's own ``training_step``
+  (``self.log`` does nothing there), ``backward``, ``step`` and ``zero_grad`` of its optimizer;
+  a module that optimizes by hand steps its own.
 
-Each run warms up, then times a number of batches; runs alternate between the ways (in rotating
-order) to spread a busy machine's noise. The last line printed is ``ratio <template / raw>``,
-also in a JSON file. Named workloads: ``configs/bench.yaml``.
+Each run warms up, then times a number of batches; runs alternate between the ways to spread a
+busy machine's noise. The last line printed is ``ratio <template / raw>`` (median samples per
+second), also in a JSON file, with the same ratio by process CPU time (steadier on a busy
+machine). Named workloads: ``configs/bench.yaml``.
 """
 
 from __future__ import annotations
@@ -41,11 +38,7 @@ from typing import Any
 
 from lightning.pytorch import Callback
 
-METHODS = {
-    "raw": "hand-written loop, DataLoader",
-    "template": "template (Lightning)",
-    "raw_template_data": "hand-written loop, template data",
-}
+METHODS = {"raw": "hand-written loop", "template": "template (Lightning's loop)"}
 PACKAGE = __package__ or __name__.rpartition(".")[0]
 
 
@@ -97,8 +90,7 @@ def compose(args: argparse.Namespace) -> Any:
 
 class Clock(Callback):
     """Wall-clock and process CPU time of the batches after ``warmup``, and their samples; as
-    a callback it stops Lightning's loop when they are done. CPU time is a second view for
-    busy machines: other processes stretch the wall clock, not this process's CPU time."""
+    a callback it stops Lightning's loop when they are done."""
 
     def __init__(self, device: str, warmup: int, steps: int) -> None:
         self.device, self.warmup, self.steps = device, warmup, steps
@@ -132,11 +124,6 @@ class Clock(Callback):
         if self.tick(batch):  # batches, not `max_steps`: a GAN takes two optimizer steps a batch
             trainer.should_stop = True
 
-    def rates(self) -> dict[str, float]:
-        """Samples per second, by the wall clock and by CPU time."""
-        cpu = self.samples / max(self.cpu, 1e-9)
-        return {"wall": self.samples / self.wall, "cpu": cpu, "batch_size": self.batch_size}
-
 
 def _no_log(*args: Any, **kwargs: Any) -> None:
     """``self.log`` in a hand-written loop: there is nothing to log to."""
@@ -146,20 +133,19 @@ class HandWrittenLoop(Callback):
     """The tutorial loop (see the module docstring), run where Lightning's would start; then
     the fit stops before Lightning's loop takes a step."""
 
-    def __init__(self, clock: Clock, cfg: Any, template_data: bool) -> None:
-        self.clock, self.cfg, self.template_data = clock, cfg, template_data
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
 
     def on_train_start(self, trainer: Any, module: Any) -> None:
         from lightning.pytorch.utilities import move_data_to_device
 
-        loader = trainer.train_dataloader if self.template_data else self.tutorial_loader(trainer)
         module.log = module.log_dict = _no_log
         optimizer, manual = trainer.optimizers[0], not module.automatic_optimization
         takes_index = len(inspect.signature(module.training_step).parameters) > 1
         module.train()
         try:
             while True:
-                for index, batch in enumerate(loader):
+                for index, batch in enumerate(trainer.train_dataloader):
                     batch = move_data_to_device(batch, module.device)
                     with trainer.precision_plugin.forward_context():
                         out = module.training_step(*(batch, index)[: 1 + takes_index])
@@ -177,28 +163,6 @@ class HandWrittenLoop(Callback):
                 f"Lightning's loop ({type(error).__name__}: {error}); nothing to compare with."
             )
 
-    def tutorial_loader(self, trainer: Any) -> Any:
-        """A plain DataLoader of the training set, one sample at a time, shuffled unless the
-        data set is iterable; from the data module asked for a DataLoader (`data.on_device`)."""
-        from torch.utils.data import DataLoader, IterableDataset, TensorDataset
-
-        from .run.build import instantiate_data
-
-        loader = trainer.train_dataloader
-        if not isinstance(loader, DataLoader):
-            data = instantiate_data(self.cfg, on_device=False)
-            data.trainer = trainer  # as Lightning attaches it: its hooks may read the trainer
-            data.prepare_data()
-            data.setup("fit")
-            loader = data.train_dataloader()
-        if not isinstance(loader, DataLoader) or loader.batch_size is None:
-            return loader  # batches of a sampler of its own: as they come
-        dataset, collate = loader.dataset, loader.collate_fn
-        if isinstance(dataset, TensorDataset):  # one sample at a time, torch's default collate
-            dataset, collate = TensorDataset(*dataset.tensors), None  # type: ignore[assignment]
-        shuffle = not isinstance(dataset, IterableDataset)
-        return DataLoader(dataset, loader.batch_size, shuffle=shuffle, collate_fn=collate)
-
 
 def run(cfg: Any, args: argparse.Namespace, method: str) -> dict[str, float]:
     """One timed run of a way: samples per second by the wall clock and by CPU time."""
@@ -211,10 +175,8 @@ def run(cfg: Any, args: argparse.Namespace, method: str) -> dict[str, float]:
     if method == "template":
         run_callbacks = build.instantiate_group(cfg.callbacks)
         callbacks = [c for c in run_callbacks if not isinstance(c, Checkpoint)] + [clock]
-        bar: dict[str, Any] = {}
     else:
-        callbacks = [HandWrittenLoop(clock, cfg, template_data=method == "raw_template_data")]
-        bar = {"enable_progress_bar": False}
+        callbacks = [HandWrittenLoop(clock)]
     trainer = build.trainer(
         cfg,
         callbacks,
@@ -227,36 +189,13 @@ def run(cfg: Any, args: argparse.Namespace, method: str) -> dict[str, float]:
         num_sanity_val_steps=0,
         enable_checkpointing=False,
         enable_model_summary=False,
-        **bar,
+        **({} if method == "template" else {"enable_progress_bar": False}),
     )
     data = build.instantiate_data(cfg)
     torch.manual_seed(0)
     trainer.fit(build.model_for_data(cfg, data), datamodule=data)
-    return clock.rates()
-
-
-def summarize(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
-    """Each way's samples/s (wall clock) and their median, and the ratios of the medians."""
-
-    def median(method: str, clock: str = "wall") -> float:
-        return statistics.median(run[clock] for run in runs[method])
-
-    paired = [t["wall"] / r["wall"] for t, r in zip(runs["template"], runs["raw"], strict=True)]
-    return {
-        "methods": {
-            method: {
-                "label": METHODS[method],
-                "samples_per_s": [round(run["wall"], 1) for run in method_runs],
-                "median": round(median(method), 1),
-            }
-            for method, method_runs in runs.items()
-        },
-        "ratio": round(median("template") / median("raw"), 3),
-        "ratio_to_template_data": round(median("template") / median("raw_template_data"), 3),
-        # the three ways of a repeat run back to back: their ratio cancels slow drifts
-        "paired_ratio": round(statistics.median(paired), 3),
-        "cpu_ratio": round(median("template", "cpu") / median("raw", "cpu"), 3),
-    }
+    cpu = clock.samples / max(clock.cpu, 1e-9)
+    return {"wall": clock.samples / clock.wall, "cpu": cpu, "batch_size": clock.batch_size}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -275,41 +214,44 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     cfg = compose(args)
     runs: dict[str, list[dict[str, float]]] = {method: [] for method in METHODS}
-    order = list(METHODS)
     for repeat in range(args.repeats):
-        for method in order[repeat % 3 :] + order[: repeat % 3]:
+        for method in list(METHODS)[:: 1 if repeat % 2 else -1]:  # in turn first
             rates = run(cfg, args, method)
             runs[method].append(rates)
             print(
-                f"repeat {repeat + 1}/{args.repeats} {method:>17}: {rates['wall']:>10,.0f} "
+                f"repeat {repeat + 1}/{args.repeats} {method:>8}: {rates['wall']:>10,.0f} "
                 f"samples/s ({rates['cpu']:,.0f} per CPU second)"
             )
-    cpu = platform.processor() or platform.machine()
-    name = f"CPU ({cpu}, {torch.get_num_threads()} threads)"
-    name = torch.cuda.get_device_name(0) if args.device == "cuda" else name
+
+    def median(method: str, clock: str = "wall") -> float:
+        return statistics.median(rates[clock] for rates in runs[method])
+
+    cpu = f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
     result = {
         "workload": args.name,
         "overrides": list(args.overrides),
         "device": args.device,
-        "device_name": name,
+        "device_name": torch.cuda.get_device_name(0) if args.device == "cuda" else cpu,
         "batch_size": int(runs["template"][0]["batch_size"]),
         "steps": args.steps,
-        "warmup": args.warmup,
-        "repeats": args.repeats,
         "versions": {"torch": torch.__version__, "lightning": lightning.__version__},
-        **summarize(runs),
+        "methods": {
+            method: {
+                "samples_per_s": [round(rates["wall"], 1) for rates in runs[method]],
+                "median": round(median(method), 1),
+            }
+            for method in METHODS
+        },
+        "ratio": round(median("template") / median("raw"), 3),
+        "cpu_ratio": round(median("template", "cpu") / median("raw", "cpu"), 3),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     json_path = args.out / f"bench_{args.name}_{args.device}.json"
     json_path.write_text(json.dumps(result, indent=2) + "\n")
     print()
-    for summary in result["methods"].values():
-        print(f"{summary['label']:<36} {summary['median']:>10,.0f} samples/s (median)")
-    print(
-        f"template / hand-written loop on the template's data {result['ratio_to_template_data']}, "
-        f"within each repeat {result['paired_ratio']}, by CPU time {result['cpu_ratio']}; "
-        f"wrote {json_path}"
-    )
+    for method, label in METHODS.items():
+        print(f"{label:<30} {median(method):>10,.0f} samples/s (median)")
+    print(f"template / hand-written loop by CPU time {result['cpu_ratio']}; wrote {json_path}")
     print(f"ratio {result['ratio']:.3f}")
     return result
 

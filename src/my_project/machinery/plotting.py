@@ -83,18 +83,8 @@ def plot_learning_curves(
         if monitored is not None and monitored[0] == name and panels[name].get(monitored[1]):
             points = panels[name][monitored[1]]
             epoch, best = (max if mode == "max" else min)(points, key=lambda point: point[1])
-            ax.axvline(epoch, color="grey", linestyle=":", linewidth=1)
-            left = epoch > max(e for e, _ in points) / 2  # the label where there is room
-            low, high = ax.get_ylim()
-            below = best > (low + high) / 2
-            ax.annotate(
-                f"best {monitored[1]} {best:.3g}\n(epoch {epoch})",
-                (epoch, best),
-                textcoords="offset points",
-                xytext=(-10 if left else 10, -30 if below else 20),
-                ha="right" if left else "left",
-                fontsize=9,
-            )
+            label = f"best {monitored[1]} {best:.3g} (epoch {epoch})"
+            ax.axvline(epoch, color="grey", linestyle=":", linewidth=1, label=label)
         ax.set(title=name, xlabel="epoch")
         seen = sorted({epoch for points in panels[name].values() for epoch, _ in points})
         if len(seen) <= 12:  # few epochs: a tick on each (one epoch got ticks 0.96 ... 1.04)
@@ -109,13 +99,6 @@ def plot_learning_curves(
     return _save(plt, fig, path)
 
 
-def confusion_matrix(predicted: np.ndarray, true: np.ndarray, num_classes: int) -> np.ndarray:
-    """Counts of (true, predicted) pairs, rows by true class."""
-    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
-    np.add.at(matrix, (true.astype(np.int64), predicted.astype(np.int64)), 1)
-    return matrix
-
-
 def plot_confusion_matrix(matrix: np.ndarray, path: str | Path, where: str = "") -> Path:
     """Row-normalised confusion matrix with counts in each cell; the diagonal is what is
     right. ``where``: which test loader (``, loader 1``)."""
@@ -127,20 +110,12 @@ def plot_confusion_matrix(matrix: np.ndarray, path: str | Path, where: str = "")
     # At least as wide as the title, for a handful of classes too.
     plt, fig, ax = _figure(figsize=(max(4.8, 1.0 + 0.55 * n), max(3.8, 0.8 + 0.5 * n)))
     image = ax.imshow(rates, cmap="Blues", vmin=0, vmax=1)
-    readable = n <= 30  # beyond that the counts are unreadable
-    for i, j in zip(*np.nonzero(matrix), strict=True) if readable else []:
+    ticks = range(n) if n <= 30 else []  # beyond that, counts and ticks are unreadable
+    for i, j in zip(*np.nonzero(matrix), strict=True) if ticks else []:
         color = "white" if rates[i, j] > 0.5 else "black"
         ax.text(j, i, str(int(matrix[i, j])), ha="center", va="center", fontsize=8, color=color)
-    ticks = range(n) if readable else []
-    ax.set(
-        xticks=ticks,
-        yticks=ticks,
-        xticklabels=[str(t) for t in ticks],
-        yticklabels=[str(t) for t in ticks],
-        xlabel="predicted",
-        ylabel="true",
-        title=f"Test confusion matrix{where} (accuracy {accuracy:.3f})",
-    )
+    ax.set(xticks=ticks, yticks=ticks, xlabel="predicted", ylabel="true")
+    ax.set_title(f"Test confusion matrix{where} (accuracy {accuracy:.3f})")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="fraction of true class")
     return _save(plt, fig, path)
 

@@ -25,7 +25,6 @@ from torch import Tensor
 from ..distributed import gather_from_ranks
 from ..lightning_compat import logged_entries, logged_name, training_results, validation_results
 from ..plotting import (
-    confusion_matrix,
     plot_confusion_matrix,
     plot_learning_curves,
     plot_predicted_vs_true,
@@ -44,62 +43,39 @@ def log_image(trainer: Trainer, key: str, path: Path) -> None:
 
 
 class PlotCallback(Callback):
-    """Keeps a per-epoch history of the epoch-level metrics, plots it, and plots the test set.
+    """Keeps a per-epoch history of what the module logs, plots it, and plots the test set.
 
-    Every value the module logs in training or validation is recorded once an epoch: its
-    epoch value (``on_epoch``), or, for a value logged per step only (a GAN's ``g_loss``), the
-    mean of its steps, kept here (a sum on the device, no host sync). A name with a stage
-    (``train_loss``, ``val/acc``) goes into that stage's line; one without (``g_loss``, ``lr``)
-    into the stage whose hooks logged it. Validation metrics are recorded when validation
-    ends; train metrics (often logged in the module's ``on_train_epoch_end``, which Lightning
-    calls after the callbacks') when the next epoch starts, at fit end, or when an epoch-end
-    checkpoint is written. The history is part of the checkpoint: a resumed run plots it all.
+    Every scalar the module logs in training or validation is recorded once an epoch, as
+    ``callback_metrics`` holds it then: its epoch value (``on_epoch``), or for a value logged
+    per step only (a GAN's ``g_loss``), its last step's. A name with a stage (``train_loss``,
+    ``val/acc``) goes into that stage's line; one without (``g_loss``) into the stage whose
+    hooks logged it. Validation metrics are recorded when validation ends; train metrics
+    (often logged in the module's ``on_train_epoch_end``, which Lightning calls after the
+    callbacks') when the next epoch starts, at fit end, or when an epoch-end checkpoint is
+    written. The history is part of the checkpoint: a resumed run plots it all.
     """
 
     def __init__(self, dirpath: str, max_test_samples: int = 100_000) -> None:
         self.dirpath = Path(dirpath)
         self.max_test_samples = max_test_samples
         self.history: list[dict[str, float]] = []
-        self._step_sums: dict[str, tuple[Tensor, int]] = {}  # per-step values of this epoch
-        self._last_seen: dict[str, Tensor] = {}
         self._test: dict[int, tuple[list[Tensor], list[Tensor]]] = {}  # per test loader
         self._skip_reason: str | None = None
 
     def _record(self, trainer: Trainer, epoch: int, stage: str) -> None:
         results = validation_results(trainer) if stage == "val" else training_results(trainer)
         values = {}
-        for entry in logged_entries(results) if epoch >= 0 else []:
-            name = logged_name(entry)
-            value = trainer.callback_metrics.get(name) if entry.meta.on_epoch else None
-            if value is None and stage == "train" and name in self._step_sums:
-                total, count = self._step_sums[name]
-                value = total / count
-            parts = split_metric_name(name)
+        names = dict.fromkeys(logged_name(entry) for entry in logged_entries(results))
+        for name in names if epoch >= 0 else ():
+            value, parts = trainer.callback_metrics.get(name), split_metric_name(name)
             if isinstance(value, Tensor) and value.numel() == 1 and (parts or ("",))[0] != "test":
                 values[name if parts is not None else f"{stage}/{name}"] = float(value)
         if values:
-            row: dict[str, float] | None = next(
-                (r for r in self.history if r["epoch"] == epoch), None
-            )
+            row = next((r for r in self.history if r["epoch"] == epoch), None)
             if row is None:
                 row = {"epoch": epoch}
-                self.history.append(row)
-                self.history.sort(key=lambda r: r["epoch"])
+                self.history = sorted([*self.history, row], key=lambda r: r["epoch"])
             row.update(values)
-
-    def on_train_batch_end(
-        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, idx: int
-    ) -> None:
-        """Sum the values logged per step only (a tensor add on their device; no sync)."""
-        for entry in logged_entries(training_results(trainer)):
-            per_step = entry.is_tensor and not entry.meta.on_epoch and not entry.has_reset
-            value, name = entry.value if per_step else None, logged_name(entry)
-            if not isinstance(value, Tensor) or value is self._last_seen.get(name):
-                continue  # not a per-step value, or not logged (again) at this step
-            self._last_seen[name] = value
-            total, count = self._step_sums.get(name, (None, 0))
-            value = value.detach().reshape(())
-            self._step_sums[name] = (value if total is None else total.to(value) + value, count + 1)
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING:
@@ -107,7 +83,6 @@ class PlotCallback(Callback):
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._record(trainer, trainer.current_epoch - 1, "train")
-        self._step_sums, self._last_seen = {}, {}
 
     def on_save_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
@@ -128,11 +103,9 @@ class PlotCallback(Callback):
         best = [c for c in trainer.checkpoint_callbacks if getattr(c, "monitor", None)]
         monitor, mode = (best[0].monitor, best[0].mode) if best else (None, "min")  # type: ignore[attr-defined]
         self.dirpath.mkdir(parents=True, exist_ok=True)
-        curves = plot_learning_curves(
-            self.history, self.dirpath / "learning_curves.png", monitor, mode
-        )
-        if curves is not None:
-            log_image(trainer, "plots/learning_curves", curves)
+        path = self.dirpath / "learning_curves.png"
+        if plot_learning_curves(self.history, path, monitor, mode) is not None:
+            log_image(trainer, "plots/learning_curves", path)
 
     # -- the test set: confusion matrix or predicted against true, per loader ----------------
     def on_test_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -189,31 +162,31 @@ class PlotCallback(Callback):
         per_sample = outputs.reshape(len(outputs), -1)
         probabilities = binary_probabilities(outputs, targets)
         integers = not targets.is_floating_point() and targets.dim() == 1
-        classes = per_sample.shape[1] > 1 and integers
-        if probabilities is not None or classes:  # class scores, or one logit and 0/1 labels
-            if probabilities is not None:
-                predicted, true, count = (probabilities > 0.5).long(), targets.long(), 2
-            else:
-                count = per_sample.shape[1]
-                predicted, true = per_sample.argmax(dim=1), targets.clamp(0, count - 1)
-            matrix = confusion_matrix(predicted.numpy(), true.numpy(), count)
-            path = self.dirpath / f"confusion_matrix{name}.png"
-            plot_confusion_matrix(matrix, path, where=where)
-            log_image(trainer, f"plots/confusion_matrix{name}", path)
+        if probabilities is not None:  # one logit (or probability) against 0/1 labels
+            predicted, true, count = (probabilities > 0.5).long(), targets.long(), 2
+        elif per_sample.shape[1] > 1 and integers:  # class scores against class indices
+            count = per_sample.shape[1]
+            predicted, true = per_sample.argmax(dim=1), targets.clamp(0, count - 1)
         elif per_sample.shape[1] == 1 and targets.numel() == len(outputs):
             path = self.dirpath / f"predictions{name}.png"
             plot_predicted_vs_true(per_sample[:, 0].numpy(), targets.float().numpy(), path, where)
             log_image(trainer, f"plots/predictions{name}", path)
+            return
         else:
             log.info(
                 f"Plots: no test-set plot for outputs of shape {tuple(outputs.shape)} and targets "
                 f"of shape {tuple(targets.shape)} (neither class scores nor one value a sample)."
             )
+            return
+        path = self.dirpath / f"confusion_matrix{name}.png"
+        from sklearn.metrics import confusion_matrix
+
+        matrix = confusion_matrix(true.numpy(), predicted.numpy(), labels=range(count))
+        plot_confusion_matrix(matrix, path, where)
+        log_image(trainer, f"plots/confusion_matrix{name}", path)
 
     def state_dict(self) -> dict[str, Any]:
-        sums = {k: (total.detach().cpu(), count) for k, (total, count) in self._step_sums.items()}
-        return {"history": [dict(row) for row in self.history], "step_sums": sums}
+        return {"history": [dict(row) for row in self.history]}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.history = list(state_dict.get("history", []))
-        self._step_sums = dict(state_dict.get("step_sums", {}))

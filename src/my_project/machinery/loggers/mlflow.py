@@ -1,6 +1,6 @@
 """MLflow with no server to start: Lightning's ``MLFlowLogger`` into a store in the run
 directory, or to the tracking server ``MLFLOW_TRACKING_URI`` names (the config file and the
-best checkpoint go up with `callbacks/mlflow_artifacts`). Under DDP only rank 0 logs."""
+best checkpoint go up with `callbacks/checkpoint_artifacts`). Under DDP only rank 0 logs."""
 
 from __future__ import annotations
 
@@ -28,13 +28,9 @@ def mlflow_logger(
     save_dir: str, tracking_uri: str | None = None, tags: Any = None, **kwargs: Any
 ) -> Any:
     """An ``MLFlowLogger`` for ``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else a local
-    store in ``save_dir`` (``mlflow.db``, artifacts in ``mlartifacts/``: `mlflow ui
-    --backend-store-uri sqlite:///<save_dir>/mlflow.db` shows it).
-
-    A tracking server that does not answer is a :class:`UserError` at once: MLflow itself
-    retries for minutes, then fails the run. ``tags`` may be a list (the config's ``tags``):
-    each becomes an MLflow tag of value ``true``.
-    """
+    store in ``save_dir`` (``mlflow.db``, artifacts in ``mlartifacts/``). A tracking server
+    that does not answer is a :class:`UserError` at once (MLflow itself retries for minutes,
+    then fails the run). ``tags``, a list (the config's): each an MLflow tag of value true."""
     from lightning.pytorch.loggers import MLFlowLogger
 
     require_extra(("mlflow",), "mlflow", "logger=mlflow")
@@ -46,17 +42,13 @@ def mlflow_logger(
         store.mkdir(parents=True, exist_ok=True)
         uri = f"sqlite:///{store / 'mlflow.db'}"
         kwargs.setdefault("artifact_location", str(store / "mlartifacts"))
-        rank_zero_info(f"MLflow: logging to {store / 'mlflow.db'} (no MLFLOW_TRACKING_URI set).")
-    else:
-        if urlparse(uri).scheme in ("http", "https"):
-            unreachable = reachable(uri)
-            if unreachable:
-                raise UserError(
-                    f"The MLflow tracking server {shown_uri(uri)} cannot be reached "
-                    f"({unreachable}). Start it, or unset MLFLOW_TRACKING_URI to log into the run "
-                    "directory (or pick another logger, e.g. logger=csv)."
-                )
-        rank_zero_info(f"MLflow: logging to {shown_uri(uri)}.")
+    elif urlparse(uri).scheme in ("http", "https") and (unreachable := reachable(uri)):
+        raise UserError(
+            f"The MLflow tracking server {shown_uri(uri)} cannot be reached ({unreachable}). "
+            "Start it, or unset MLFLOW_TRACKING_URI to log into the run directory (or pick "
+            "another logger, e.g. logger=csv)."
+        )
+    rank_zero_info(f"MLflow: logging to {shown_uri(uri).removeprefix('sqlite:///')}.")
     if isinstance(tags, (list, tuple)) or (tags is not None and not hasattr(tags, "items")):
         tags = {str(tag): "true" for tag in tags}
     return MLFlowLogger(tracking_uri=uri, tags=dict(tags) if tags else None, **kwargs)

@@ -17,22 +17,6 @@ from lightning.pytorch.utilities import rank_zero_info
 from ..errors import UserError
 
 
-def wandb_credentials_available() -> bool:
-    """True when wandb could log in without asking: an API key in the env or in ~/.netrc."""
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    host = urlparse(wandb_server()).hostname
-    path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-    try:
-        return path.is_file() and netrc.netrc(path).authenticators(host or "") is not None
-    except (netrc.NetrcParseError, OSError):
-        return False
-
-
-def wandb_server() -> str:
-    return os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
-
-
 def reachable(url: str, timeout: float = 5.0) -> str | None:
     """None if a TCP connection to the server (or its proxy) opens within ``timeout``, else the
     reason. With credentials but no network, wandb retries for about 100 s and then fails the
@@ -57,36 +41,28 @@ def reachable(url: str, timeout: float = 5.0) -> str | None:
     return result[0] if result else f"no answer within {timeout:g} s"
 
 
-# `wandb.init`'s arguments and the settings they become (wandb 0.2x-0.3x)
-INIT_SETTINGS = {
-    "job_type": "run_job_type",
-    "project": "project",
-    "entity": "entity",
-    "tags": "run_tags",
-    "group": "run_group",
-    "name": "run_name",
-    "notes": "run_notes",
-    "mode": "mode",
-    "resume": "resume",
-    "id": "run_id",
-}
-
-
 def wandb_logger(
     save_dir: str, offline: bool | None = None, group: str | None = None, **kwargs: Any
 ) -> Any:
     """Lightning's ``WandbLogger``, its mode decided here rather than by wandb's interactive
-    login: ``offline=None`` is online with credentials (or ``WANDB_MODE=online``), offline
-    otherwise, with one line saying how to upload the run later. ``group=None`` groups the
-    jobs of a multirun by their sweep folder. The arguments wandb checks only when the run
-    starts (at the first log, after the run directory is written) are checked now."""
+    login: ``offline=None`` is online with credentials (an API key in the environment or in
+    ~/.netrc; or ``WANDB_MODE=online``), offline otherwise, with one line saying how to upload
+    the run later. ``group=None`` groups the jobs of a multirun by their sweep folder."""
     import wandb
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     from lightning.pytorch.loggers import WandbLogger
 
-    mode = os.environ.get("WANDB_MODE")
-    credentials = wandb_credentials_available()
+    mode, server = (
+        os.environ.get("WANDB_MODE"),
+        os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai"),
+    )
+    try:
+        path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+        login = path.is_file() and netrc.netrc(path).authenticators(urlparse(server).hostname or "")
+    except (netrc.NetrcParseError, OSError):
+        login = None
+    credentials = bool(os.environ.get("WANDB_API_KEY") or login)
     if offline is None:
         offline = mode in ("offline", "dryrun") or (mode != "online" and not credentials)
     if not offline and not credentials:
@@ -96,21 +72,16 @@ def wandb_logger(
             "WANDB_API_KEY, no `wandb login`), and wandb would stop the run to ask for them. Run "
             f"`wandb login` once, or drop {asked} to log offline (`wandb sync` uploads later)."
         )
-    unreachable = None if offline else reachable(wandb_server())
-    sync = f"`wandb sync {save_dir}/wandb/offline-run-*`"
+    why = "WANDB_MODE=offline" if mode in ("offline", "dryrun") else "no credentials found"
+    unreachable = None if offline else reachable(server)
     if unreachable:
+        why = f"credentials found but {server} cannot be reached ({unreachable})"
+    if offline or unreachable:
         offline = True
         os.environ["WANDB_MODE"] = "offline"
         rank_zero_info(
-            f"wandb: credentials found but {wandb_server()} cannot be reached ({unreachable}); "
-            f"logging offline under {save_dir}/wandb. Upload later with {sync}."
-        )
-    elif offline:
-        os.environ.setdefault("WANDB_MODE", "offline")
-        reason = "WANDB_MODE=offline" if mode in ("offline", "dryrun") else "no credentials found"
-        rank_zero_info(
-            f"wandb: {reason}, logging offline under {save_dir}/wandb; upload later "
-            f"with {sync} (after `wandb login`)."
+            f"wandb: {why}; logging offline under {save_dir}/wandb. Upload later with "
+            f"`wandb sync {save_dir}/wandb/offline-run-*` (after `wandb login`)."
         )
     os.environ.setdefault("WANDB_SILENT", "true")
     # wandb's terminal set up from the environment now, before Lightning's `wandb.init(...,
@@ -118,11 +89,10 @@ def wandb_logger(
     wandb.setup()
     if group is None and HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
         group = f"multirun-{Path(HydraConfig.get().sweep.dir).name}"
-    settings = wandb.Settings()  # wandb.init's checks of these (a tag over 64 characters...)
-    for argument, name in INIT_SETTINGS.items():
-        value = {**kwargs, "group": group}.get(argument)
-        if value is not None:
-            setattr(settings, name, tuple(value) if argument == "tags" else value)
+    # wandb.init checks these when the run starts (at the first log, after the run directory
+    # is written): checked now (a tag over 64 characters...)
+    tags, name = tuple(kwargs.get("tags") or ()), kwargs.get("name")
+    wandb.Settings(run_tags=tags, run_group=group, run_name=name, project=kwargs.get("project"))
     Path(save_dir).mkdir(parents=True, exist_ok=True)
     return WandbLogger(save_dir=save_dir, offline=offline, group=group, **kwargs)
 

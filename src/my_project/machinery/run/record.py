@@ -87,11 +87,6 @@ def finish(job: Job, metrics: Mapping[str, Any], run_info: bool = True) -> dict[
             from ..devices.choice import run_record
 
             write_json(run_record(job.trainer), job.output_dir / "run_info.json")
-        from ..callbacks.throughput import Throughput  # callbacks/throughput: the run's rates
-
-        for callback in job.callbacks:
-            if isinstance(callback, Throughput) and callback.summary():
-                print(f"\n{callback.summary()}", flush=True)
         print(f"\nEverything this run wrote is in {shown_path(job.output_dir)}", flush=True)
     return values
 

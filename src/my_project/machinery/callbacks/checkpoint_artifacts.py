@@ -1,0 +1,55 @@
+"""The best checkpoint of a run, logged by the loggers that keep files: to Weights & Biases as
+a `model` artifact aliased ``best``, to MLflow under ``checkpoints/``, with the run's
+``config.yaml`` (secrets masked, written by `record.start`) when fit starts. Only rank 0 logs;
+nothing without such a logger.
+
+Lightning's own ``log_model=True`` logs the files of whichever ``ModelCheckpoint`` saved last,
+here the unmonitored `last.ckpt` (wandb aliases it `best` too): this logs the monitored
+callback's best file alone. The wandb file is referenced where it is (``policy="immutable"``),
+not copied: offline, keep the run directory until `wandb sync` has uploaded it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import MLFlowLogger, WandbLogger
+
+
+class CheckpointArtifacts(Callback):
+    def __init__(self, config_path: str | None = None, aliases: Sequence[str] = ("best",)) -> None:
+        self.config_path, self.aliases = config_path, list(aliases)
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        for logger in trainer.loggers if trainer.is_global_zero and self.config_path else []:
+            if isinstance(logger, MLFlowLogger) and Path(self.config_path).is_file():  # type: ignore[arg-type]
+                logger.experiment.log_artifact(logger.run_id, self.config_path)
+
+    def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        best = [c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint)]
+        best = [c for c in best if c.monitor and c.best_model_path and trainer.is_global_zero]
+        for logger in trainer.loggers if best else []:
+            if isinstance(logger, MLFlowLogger):
+                logger.experiment.log_artifact(
+                    logger.run_id, best[0].best_model_path, "checkpoints"
+                )
+            elif isinstance(logger, WandbLogger):
+                self._log_to_wandb(logger, best[0])
+
+    def _log_to_wandb(self, logger: WandbLogger, checkpoint: ModelCheckpoint) -> None:
+        import wandb
+
+        score: Any = checkpoint.best_model_score
+        metadata = {
+            "monitor": checkpoint.monitor,
+            "mode": checkpoint.mode,
+            "score": None if score is None else float(score),
+            "original_filename": Path(checkpoint.best_model_path).name,
+        }
+        artifact = wandb.Artifact(f"model-{logger.experiment.id}", "model", metadata=metadata)
+        artifact.add_file(checkpoint.best_model_path, name="model.ckpt", policy="immutable")
+        logger.experiment.log_artifact(artifact, aliases=self.aliases)
