@@ -80,10 +80,7 @@ def refusal(cfg: DictConfig, node: str, error: BaseException, by: str | None = N
     typed = typed_under(cfg, node)
     key = typed[0][0] if len(typed) == 1 else node
     target = None if key.endswith("._target_") else by or _target_of(cfg, key)
-    message = " ".join(str(error).split())
-    message = message if len(message) < 400 else message[:397] + "..."
-    complaint = f"{type(error).__name__}: {message}" if message else type(error).__name__
-    complaint += "" if complaint.endswith((".", "?", "!")) else "."
+    complaint = describe(error)
     if len(typed) == 1:
         subject = typed[0][1]
     else:
@@ -95,6 +92,14 @@ def refusal(cfg: DictConfig, node: str, error: BaseException, by: str | None = N
     group = node.split(".")[0]
     where = f"configs/{group}/" if (config_dir() / group).is_dir() else "configs/"
     return f"{subject} {refused}: {complaint} Fix it on the command line or in {where}."
+
+
+def describe(error: BaseException) -> str:
+    """``Type: message.`` on one line, at most about 400 characters: a library's complaint."""
+    message = " ".join(str(error).split())
+    message = message if len(message) < 400 else message[:397] + "..."
+    complaint = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return complaint if complaint.endswith((".", "?", "!")) else complaint + "."
 
 
 def typed_under(cfg: DictConfig, node: str) -> list[tuple[str, str]]:
