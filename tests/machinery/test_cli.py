@@ -125,7 +125,10 @@ def test_the_next_steps_name_each_entry_point_as_this_one_was_started(
     for argv0, expected in (
         ("train.py", "python eval.py"),
         (str(tmp_path / "my dir" / "train.py"), "python 'my dir/eval.py'"),  # relative
-        ("/venv/bin/my-project-train", "my-project-eval"),
+        (
+            "/venv/bin/my-project-train",  # its own line: a generated project's name may be long
+            "my-project-eval",
+        ),
     ):
         monkeypatch.setattr(sys, "argv", [argv0])
         assert command("eval") == expected

@@ -81,7 +81,10 @@ def seconds_per_product(device: str, size: int = SIZE, repeats: int = 10) -> flo
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: `my-project-doctor`."""
     # No options: argparse gives --help and refuses anything else (exit 2).
-    argparse.ArgumentParser(prog="my-project-doctor", description=__doc__).parse_args(argv)
+    argparse.ArgumentParser(
+        prog="my-project-doctor",  # its own line: a generated project's name may be long
+        description=__doc__,
+    ).parse_args(argv)
     for label, value in machine():
         print(f"{label:<32}{value}")
     print(f"\nOne {SIZE}x{SIZE} float32 matrix product:")

@@ -95,8 +95,19 @@ def predict(cfg: DictConfig) -> Path:
         table["dataloader"] = torch.cat([torch.full((b.rows,), i) for i, b in enumerate(batches)])
     table = {k: v for k, v in columns(table).items() if len(v) == count}
     write_predictions({**table, **predicted}, path)
-    print(f"Wrote {count} predictions for {source} to {path}")
+    print(f"Wrote {count} predictions for {source} to {path}{score(predicted, table)}")
     return path
+
+
+def score(predicted: Mapping[str, Tensor], table: Mapping[str, Tensor]) -> str:
+    """`` (accuracy ...)`` or `` (RMSE ...)`` against the split's targets, where they compare."""
+    guess, target = predicted.get("prediction"), table.get("target")
+    if guess is None or target is None or target.dim() != 1 or guess.dim() != 1:
+        return ""
+    if not target.is_floating_point() and not guess.is_floating_point():
+        return f" (accuracy {(guess == target).double().mean().item():.4f} against its labels)"
+    rmse = (guess.double() - target.double()).pow(2).mean().sqrt().item()
+    return f" (RMSE {rmse:.4g} against its targets)"
 
 
 def own_predict_step(model: Any) -> bool:
