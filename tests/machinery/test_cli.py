@@ -91,8 +91,9 @@ main()
             "my_project.machinery.run.build",
             "masked_config",
         ),
+        ("my_project.machinery.run.entry", "shown_path"),  # before the handlers are set up
     ],
-    ids=["before the job starts", "while the job builds"],
+    ids=["before the job starts", "while the job builds", "as the job prints its first line"],
 )
 def test_a_sigterm_before_training_ends_in_one_line_and_leaves_no_run_directory(
     module: str, name: str, tmp_path: Path

@@ -120,6 +120,7 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
         if is_rank_zero() and (output_dir := job_output_dir()):
             print(f"{cfg.get('task_name', 'run')}: {shown_path(output_dir)}", flush=True)
         with stop_signals():
+            _stop_if_signalled()  # one that came while the handlers were set up (Lightning imports)
             try:
                 return task(cfg)
             except Exception as error:
