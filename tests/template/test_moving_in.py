@@ -354,5 +354,6 @@ def test_lhts_experiment_trains_evaluates_and_predicts_with_the_guides_commands(
     assert predicted.returncode == 0, predicted.stdout[-3000:] + predicted.stderr[-3000:]
     (predict_dir,) = (project / "logs" / "predict" / "runs").iterdir()
     header, *rows = (predict_dir / "predictions.csv").read_text().splitlines()
-    assert header == "index,target," + ",".join(f"output_{k}" for k in range(10))
+    # LHT's classifier has no predict_step: its class and the probability of each
+    assert header == "index,target,prediction," + ",".join(f"prob_{k}" for k in range(10))
     assert len(rows) == 23  # the test split of train_val_test_split, each sample once
