@@ -141,6 +141,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "trainer.accelerator=CPU",
         "You selected an invalid accelerator name: `accelerator='CPU'`. Available names are",
     ),
+    (  # Lightning would only warn and train in bf16-mixed: not what the config says
+        "float16 on the CPU",
+        "train",
+        "trainer.precision=16-mixed",
+        "trainer.precision=16-mixed asks for float16 autocast, which Lightning does not run on CPU",
+    ),
     (
         "option in capitals",
         "train",

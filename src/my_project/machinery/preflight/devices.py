@@ -97,3 +97,15 @@ def check_launch_environment(trainer: Any) -> None:
             f"MASTER_PORT, but MASTER_PORT={port!r} is not a TCP port (a whole number 1-65535). "
             "Fix it, or unset it (`unset MASTER_PORT`: a free port is picked)."
         )
+
+
+def check_precision_kept(asked: Any, trainer: Any) -> None:
+    """float16 autocast asked for where Lightning runs bfloat16 instead (on the CPU): Lightning
+    only warns, and the run would compute in another precision than its config says."""
+    if str(asked) in ("16", "16-mixed") and str(trainer.precision) != str(asked):
+        raise UserError(
+            f"trainer.precision={asked} asks for float16 autocast, which Lightning does not run "
+            f"on {type(trainer.accelerator).__name__.removesuffix('Accelerator')}: it would "
+            f"train in {trainer.precision} instead. Use `trainer.precision=bf16-mixed` (or "
+            "`32-true`) here, or run on a GPU (`trainer=gpu`)."
+        )

@@ -86,11 +86,12 @@ def build_trainer(
     cfg: DictConfig, callbacks: list[Any], loggers: list[Any], **overrides: Any
 ) -> Any:
     """:func:`trainer` inside `built_from` ``trainer``, and the port its processes meet at."""
-    from ..preflight.devices import check_launch_environment
+    from ..preflight.devices import check_launch_environment, check_precision_kept
 
     with built_from(cfg, "trainer"):
         built = trainer(cfg, callbacks, loggers, **overrides)
     check_launch_environment(built)
+    check_precision_kept(cfg.trainer.get("precision"), built)
     return built
 
 
