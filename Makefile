@@ -105,6 +105,6 @@ update: $(INSTALLED)  ## the template's changes (cruft update); fails naming the
 		echo "$$left" | sed 's/^/  /'; exit 1; \
 	fi
 
-clean:  ## caches and build outputs (runs under logs/ and $(VENV) are kept)
+clean:  ## caches and build outputs (runs under logs/ and the .venv are kept)
 	rm -rf build dist .mypy_cache .ruff_cache .pytest_cache
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -86,7 +86,7 @@ PRECISION_WORDS = {
 }
 DEFAULTS_PARAGRAPH = r"^\*\*Defaults\.\*\* (?:.+\n)+"  # up to the next blank line
 # The Quickstart's sample output: its wandb line is only printed under the `wandb` answer.
-WANDB_OUTPUT_LINE = r"^()INFO: wandb: no credentials found, logging offline .*\n()"
+WANDB_OUTPUT_LINE = r"^()INFO: wandb: no credentials found; logging offline .*\n()"
 
 # The top-level module of an import, or of a config's `_target_`.
 IMPORTED = re.compile(
@@ -313,6 +313,9 @@ def _configure(path: str, text: str, answers: Mapping[str, str]) -> str:
             ("python_version", f'"{version}"'),  # mypy checks for the oldest Python
         ):
             text = _edit(text, rf"^({re.escape(key)} = ).*()$", value, path)
+    elif path == "Makefile":  # `make lock` resolves for the oldest Python the project takes
+        version = answers["python_version"]
+        text = _edit(text, r"(--python-version )[0-9.]+( )", version, path)
     elif path == "configs/trainer/default.yaml":
         for key in ("accelerator", "devices", "strategy", "precision"):  # a trailing comment stays
             text = _edit(text, rf"^({key}:[ \t]*)[^#\n]*?([ \t]*(?:#.*)?)$", answers[key], path)

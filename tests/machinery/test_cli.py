@@ -91,7 +91,10 @@ main()
             "my_project.machinery.run.build",
             "masked_config",
         ),
-        ("my_project.machinery.run.entry", "shown_path"),  # before the handlers are set up
+        (  # before the handlers are set up
+            "my_project.machinery.run.entry",
+            "shown_path",
+        ),
     ],
     ids=["before the job starts", "while the job builds", "as the job prints its first line"],
 )

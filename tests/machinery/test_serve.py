@@ -143,7 +143,7 @@ def test_bad_requests_get_a_4xx_saying_what_was_wrong_and_the_server_goes_on(
         (json.dumps({"inputs": ["a"] * 16}).encode(), json_type, 422, "could not convert string"),
         (json.dumps({"inputs": []}).encode(), json_type, 422, "shape (0,)"),
         (json.dumps({"input": row}).encode(), json_type, 422, "keys ['input']"),
-        (json.dumps([row]).encode(), json_type, 422, 'not send {"inputs": [...]}'),
+        (json.dumps([row]).encode(), json_type, 422, 'Send {"inputs": [...]}'),
         (json.dumps({"inputs": [row] * 2000}).encode(), json_type, 413, "max_request_bytes"),
     ]
     for body, headers, expected, fragment in cases:

@@ -27,9 +27,23 @@ def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str
     else:  # missing, or a pipe (reading one would wait), a socket, a device
         found = sorted(p.name for p in path.parent.glob("*.ckpt") if p.is_file())
         problem = "is a pipe, socket or device." if path.exists() else "does not exist."
-        problem += f" Checkpoints in {path.parent}: {', '.join(found) or 'none'}."
+        if found:
+            problem += f" Checkpoints in {path.parent}: {', '.join(found)}."
+        elif below := newest_checkpoints_below(path.parent):
+            problem += f" The newest under {path.parent}: {', '.join(below)}."
+        else:
+            problem += f" There is no checkpoint in {path.parent} nor in its run directories."
     example = _EXAMPLE.format(what=what)
     raise UserError(f"{what}={ckpt_path} {problem} Pass a `.ckpt` file, {example}.")
+
+
+def newest_checkpoints_below(folder: Path, count: int = 3) -> list[str]:
+    """The newest ``count`` checkpoints of the run directories below ``folder`` (at most four
+    levels down: `.` holds `logs/train/runs/<run>/checkpoints/`)."""
+    patterns = ("*/" * depth + "checkpoints/*.ckpt" for depth in range(5))
+    found = [p for pattern in patterns for p in folder.glob(pattern) if p.is_file()]
+    found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    return [str(p) for p in found[:count]]
 
 
 def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
@@ -165,9 +179,10 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     if problems:
         raise UserError(
             f"ckpt_path={ckpt_path} is a checkpoint of a different model: "
-            f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Use the same model "
-            "overrides as the run that wrote it (e.g. `model/net=cnn`), or `resume=<its run "
-            "dir>`, which reloads that run's config."
+            f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. The model this "
+            "command builds must be the one that checkpoint was trained as: give the model "
+            "overrides of the run that wrote it, or leave out those that change the network (a "
+            "`resume=` reloads that run's config and adds yours on top)."
         )
     check_finite(ckpt_path, {k: weights[k] for k, _ in model.named_parameters()})
     progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}

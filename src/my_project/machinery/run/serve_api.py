@@ -40,7 +40,7 @@ def request_inputs(body: Any, shape: tuple[int, ...], dtype: str) -> tuple[np.nd
     import numpy as np
 
     # (no doubled braces: generated projects must hold no Jinja-looking text)
-    send = 'send {"inputs": [...]}, inputs shaped ' + shown(shape, dtype)
+    send = 'Send {"inputs": [...]}, inputs shaped ' + shown(shape, dtype) + "."
     try:
         payload = json.loads(body) if isinstance(body, (bytes, bytearray)) else body
         if set(payload) != {"inputs"}:
@@ -51,7 +51,7 @@ def request_inputs(body: Any, shape: tuple[int, ...], dtype: str) -> tuple[np.nd
     except UserError as error:
         raise HTTPException(422, str(error)) from error
     except (ValueError, TypeError, KeyError) as error:
-        raise HTTPException(422, f"The request is not {send} ({describe(error)})") from error
+        raise HTTPException(422, f"The request cannot be read: {describe(error)} {send}") from error
 
 
 def answer(model: Any, inputs: torch.Tensor, example: Any, task: str | None) -> dict[str, Any]:
