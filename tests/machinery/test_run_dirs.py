@@ -93,6 +93,18 @@ def test_resume_argument_reruns_the_saved_command_with_new_overrides(tmp_path: P
     assert expand_resume_argument(["model.lr=1"]) == ["model.lr=1"]
 
 
+def test_a_second_resume_continues_the_command_of_the_latest_one(tmp_path: Path) -> None:
+    """A resume that asked for more epochs is where a later plain `resume=` starts from."""
+    run = make_run(tmp_path / "run", ["model.hidden=8", "trainer.max_epochs=3"])
+    latest = run / ".hydra" / "resume_2026-01-02_03-04-05"
+    latest.mkdir()
+    saved = ["model.hidden=8", "trainer.max_epochs=5", "ckpt_path=last", f"resume={run}"]
+    (latest / "overrides.yaml").write_text("".join(f"- {o}\n" for o in saved))
+    argv = expand_resume_argument([f"resume={run}"])
+    assert argv[:2] == ["model.hidden=8", "trainer.max_epochs=5"]
+    assert [a for a in argv if a.startswith("resume=")] == [f"resume={run}"]
+
+
 @pytest.mark.parametrize(
     ("setup", "message"),
     [

@@ -37,7 +37,13 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     if not resume:
         return list(argv)
     run_dir = Path(resume[-1].split("=", 1)[1]).expanduser()
-    saved_path = run_dir / ".hydra" / "overrides.yaml"
+    # The newest command of the run: its start's, or that of its latest resume (which may have
+    # asked for more epochs: resuming again continues from there).
+    records = [run_dir / ".hydra", *sorted((run_dir / ".hydra").glob("resume_*"))]
+    saved_path = next(
+        (r / "overrides.yaml" for r in reversed(records) if (r / "overrides.yaml").is_file()),
+        run_dir / ".hydra" / "overrides.yaml",
+    )
     if not run_dir.is_dir():
         problem = "no such run directory"
     elif not saved_path.is_file():
@@ -54,7 +60,7 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     saved = saved_overrides(saved_path, run_dir)
     new = [arg for arg in argv if override_key(arg) != RESUME_KEY]
     typed = {override_key(o) for o in new}  # a typed `ckpt_path=` continues from that file
-    dropped = typed | {"ckpt_path", "hydra.run.dir"}
+    dropped = typed | {"ckpt_path", "hydra.run.dir", RESUME_KEY}
     kept = [o for o in saved if override_key(o) not in dropped and o != "~" + RESUME_KEY]
     masked = [override_key(o) for o in kept if MASK in o]
     if masked:
@@ -82,7 +88,7 @@ def saved_overrides(saved_path: Path, run_dir: Path) -> list[str]:
     try:
         saved = OmegaConf.to_container(OmegaConf.load(path))
         assert isinstance(saved, list) and all(isinstance(o, str) for o in saved)
-        path = run_dir / ".hydra" / "hydra.yaml"
+        path = saved_path.parent / "hydra.yaml"
         found = (
             OmegaConf.select(OmegaConf.load(path), "hydra.overrides.hydra")
             if path.is_file()
