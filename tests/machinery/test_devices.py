@@ -182,3 +182,21 @@ def test_slurm_launcher_takes_nodes_and_tasks_from_the_trainer() -> None:
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
     assert (launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == (2, 4, 4)
+
+
+def test_float16_is_refused_only_where_lightning_runs_another_precision() -> None:
+    """`16` is Lightning's alias of `16-mixed`: on a GPU both run as asked."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
+
+    from my_project.machinery.errors import UserError
+    from my_project.machinery.preflight.devices import check_precision_kept
+
+    on_gpu = SimpleNamespace(precision="16-mixed", accelerator=CUDAAccelerator())
+    for asked in (16, "16", "16-mixed"):
+        check_precision_kept(asked, on_gpu)
+    on_cpu = SimpleNamespace(precision="bf16-mixed", accelerator=CPUAccelerator())
+    for asked in (16, "16", "16-mixed"):
+        with pytest.raises(UserError, match="does not run on CPU: it would train in bf16-mixed"):
+            check_precision_kept(asked, on_cpu)

@@ -102,7 +102,7 @@ def check_launch_environment(trainer: Any) -> None:
 def check_precision_kept(asked: Any, trainer: Any) -> None:
     """float16 autocast asked for where Lightning runs bfloat16 instead (on the CPU): Lightning
     only warns, and the run would compute in another precision than its config says."""
-    if str(asked) in ("16", "16-mixed") and str(trainer.precision) != str(asked):
+    if str(asked) in ("16", "16-mixed") and str(trainer.precision) != "16-mixed":  # 16: its alias
         raise UserError(
             f"trainer.precision={asked} asks for float16 autocast, which Lightning does not run "
             f"on {type(trainer.accelerator).__name__.removesuffix('Accelerator')}: it would "
