@@ -120,7 +120,6 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
         if is_rank_zero() and (output_dir := job_output_dir()):
             print(f"{cfg.get('task_name', 'run')}: {shown_path(output_dir)}", flush=True)
         with stop_signals():
-            _stop_if_signalled()  # one that came while the handlers were set up (Lightning imports)
             try:
                 return task(cfg)
             except Exception as error:
@@ -153,11 +152,13 @@ def _stop_if_signalled() -> None:
 @contextlib.contextmanager
 def stop_signals() -> Iterator[None]:
     """SIGTERM and Ctrl-C as stop requests for the job's duration; one that arrives outside
-    training (nothing to save) ends the job at once with 128 + the signal number."""
+    training (nothing to save), or arrived before they were taken over, ends the job at once
+    with 128 + the signal number."""
     from ..reliability import signals
 
     with _handled():
         signals.install_handlers()
+        _stop_if_signalled()  # one that came while they were set up (importing Lightning)
         try:
             yield
         except signals.StopRequested as stop:
