@@ -4,6 +4,7 @@ here at the piece that does it. Fits are tiny (64 samples, an epoch or two)."""
 
 from __future__ import annotations
 
+import logging
 import pickle
 from pathlib import Path
 from typing import Any
@@ -137,17 +138,22 @@ def fit_plateau(tmp_path: Path, lr: float, epochs: int, ckpt: str | None = None)
     return seen
 
 
-def test_a_plateau_resumes_exactly_and_a_changed_lr_is_refused(tmp_path: Path) -> None:
+def test_a_changed_lr_on_resume_starts_the_plateau_afresh_at_this_runs_lr(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     fit_plateau(tmp_path, lr=0.04, epochs=3)
     saved = torch.load(tmp_path / "last.ckpt", weights_only=True)
     restored = saved["optimizer_states"][0]["param_groups"][0]["lr"]
     assert restored == 0.04 / 4  # halved after epochs 2 and 3 (the first sets the best)
 
-    unchanged = fit_plateau(tmp_path / "same", 0.04, 4, str(tmp_path / "last.ckpt"))
-    assert unchanged.lr == restored
+    with caplog.at_level(logging.INFO):
+        unchanged = fit_plateau(tmp_path / "same", 0.04, 4, str(tmp_path / "last.ckpt"))
+    assert unchanged.lr == restored and "Resumed at step" not in caplog.text
 
-    with pytest.raises(UserError, match="builds other optimizer settings"):
-        fit_plateau(tmp_path / "changed", 0.004, 4, str(tmp_path / "last.ckpt"))
+    with caplog.at_level(logging.INFO):
+        changed = fit_plateau(tmp_path / "changed", 0.004, 4, str(tmp_path / "last.ckpt"))
+    assert changed.lr == 0.004  # the reductions so far are dropped with the old settings
+    assert "Resumed at step" in caplog.text
 
 
 # -- **kwargs forwarded to a parent -----------------------------------------------------------

@@ -101,6 +101,7 @@ def test_kill_9_mid_epoch_and_resume_of_a_onecycle_module_ends_bit_identical(
 
     resumed = run_entry("train", f"resume={run_dir}", timeout=TIMEOUT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Resumed at step" not in resumed.stdout + resumed.stderr  # nothing changed
     assert_same_after_resume(read_metrics(run_dir), read_metrics(reference))
     got, want = checkpoint(run_dir), checkpoint(reference)
     for part in ("global_step", "state_dict", "optimizer_states", "lr_schedulers"):

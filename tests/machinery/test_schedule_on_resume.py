@@ -1,8 +1,8 @@
-"""A resume whose config builds other optimizer settings or schedules stops, for any module.
+"""A resume with other settings optimizes as its own config says, for any LightningModule.
 
 The module here is written in plain Lightning-docs style (its `configure_optimizers` reads
 the horizon from the Trainer), not the example classifier: the callback compares the
-schedulers and optimizers that module configures with the recorded ones. Real Trainers, real
+schedulers and optimizers that module configures with the restored ones. Real Trainers, real
 checkpoints, on the CPU.
 """
 
@@ -99,13 +99,17 @@ def fit(
     return rates
 
 
-REFUSED = r"builds other optimizer settings or learning-rate schedules than the run"
+def test_more_epochs_on_resume_rebuild_the_schedule_over_the_new_horizon(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    fit(PlainModule(), tmp_path / "first", max_epochs=1)
+    torch.manual_seed(0)
+    resumed = fit(PlainModule(), tmp_path / "first", 3, str(tmp_path / "first" / "last.ckpt"))
+    torch.manual_seed(0)
+    uninterrupted = fit(PlainModule(), tmp_path / "whole", max_epochs=3)
 
-
-def test_more_epochs_on_resume_of_a_schedule_that_follows_them_is_refused(tmp_path: Path) -> None:
-    fit(PlainModule(), tmp_path, max_epochs=1)
-    with pytest.raises(UserError, match=REFUSED):
-        fit(PlainModule(), tmp_path, 3, str(tmp_path / "last.ckpt"))
+    assert all(rate > 0 for rate in resumed.rates), resumed.rates
+    # The epochs after the first train as a 3-epoch run does, not at lr 0 nor from lr 0.1 again.
+    assert resumed.rates == uninterrupted.rates[STEPS_PER_EPOCH:]
 
 
 def test_without_the_callback_lightning_restores_the_old_horizon(tmp_path: Path) -> None:
@@ -147,16 +151,25 @@ def test_an_unchanged_resume_keeps_the_restored_state_exactly(tmp_path: Path) ->
     assert capture.lr == saved["optimizer_states"][0]["param_groups"][0]["lr"]
 
 
-def test_more_epochs_on_resume_without_a_scheduler_go_on(tmp_path: Path) -> None:
-    fit(PlainModule(schedule="none"), tmp_path, max_epochs=1)
-    resumed = fit(PlainModule(schedule="none"), tmp_path, 2, str(tmp_path / "last.ckpt"))
-    assert resumed.rates == [0.1] * STEPS_PER_EPOCH
+def test_a_lower_learning_rate_on_resume_is_applied_without_a_scheduler(tmp_path: Path) -> None:
+    fit(PlainModule(lr=0.1, schedule="none"), tmp_path, max_epochs=1)
+    resumed = fit(
+        PlainModule(lr=0.001, schedule="none", weight_decay=0.5),
+        tmp_path,
+        2,
+        str(tmp_path / "last.ckpt"),
+    )
+    assert resumed.rates == [0.001] * STEPS_PER_EPOCH
+    assert resumed.weight_decay == 0.5
 
 
-@pytest.mark.parametrize("changed", [{"lr": 0.001}, {"weight_decay": 0.5}])
-def test_other_optimizer_settings_on_resume_are_refused(
-    tmp_path: Path, changed: dict[str, float]
+def test_a_schedule_that_ends_before_the_restored_step_stops_with_what_to_change(
+    tmp_path: Path,
 ) -> None:
-    fit(PlainModule(schedule="none"), tmp_path, max_epochs=1)
-    with pytest.raises(UserError, match=REFUSED):
-        fit(PlainModule(schedule="none", **changed), tmp_path, 2, str(tmp_path / "last.ckpt"))
+    fit(PlainModule(schedule="onecycle", total_steps=12), tmp_path, max_epochs=2)
+    # This run's OneCycleLR has fewer total steps than the checkpoint already took.
+    module = PlainModule(schedule="onecycle", total_steps=6)
+    with pytest.raises(
+        UserError, match=r"OneCycleLR.*cannot continue from the checkpoint's step 8"
+    ):
+        fit(module, tmp_path, 3, str(tmp_path / "last.ckpt"))

@@ -1,5 +1,5 @@
 """The example's AdamW, at a learning rate so high that its state overflows before the loss does: no checkpoint
-holds that state, and a resume with a lower learning rate is refused (it would go on at the old one)."""
+holds that state, and a resume with a lower learning rate goes on from the one kept."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def all_finite(data: object) -> bool:
 
 
 @pytest.mark.slow
-def test_a_non_finite_stop_keeps_a_finite_checkpoint_and_a_resume_at_another_lr_is_refused(
+def test_a_non_finite_stop_keeps_a_finite_checkpoint_that_a_resume_goes_on_from(
     tmp_path: Path,
 ) -> None:
     run_dir = tmp_path / "run"
@@ -51,7 +51,6 @@ def test_a_non_finite_stop_keeps_a_finite_checkpoint_and_a_resume_at_another_lr_
         "++trainer.gradient_clip_val=1.0",
         "trainer.max_epochs=2",
     )
-    assert resumed.returncode == 2, resumed.stderr[-3000:]
-    assert "Traceback" not in resumed.stderr
-    assert "builds other optimizer settings" in " ".join(resumed.stderr.split())
-    assert torch.load(last, weights_only=True)["global_step"] == saved["global_step"]
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Resumed at step" in resumed.stdout + resumed.stderr
+    assert torch.load(last, weights_only=True)["global_step"] > saved["global_step"]

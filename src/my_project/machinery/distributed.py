@@ -1,25 +1,14 @@
 """Which process this is, what every process holds, and a Hydra callback that makes runs of
-several processes behave.
-
-Imported by Hydra before any job runs (configs/hydra/default.yaml), so it stays light: torch is
-imported only where several processes already run.
-
-The processes a DDP launcher starts end with it, however it ends (``kill -9`` included): killed
-outright during start-up, the launcher cannot tell its children, which would retry their
-connection (or wait in their first collective) for torch's 30 minutes. `die_with_launcher`, first
-thing in every entry point, has each child ask the kernel for SIGKILL when its parent dies
-(Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere a thread watches the parent's pid).
+several processes behave. Imported by Hydra before any job runs (configs/hydra/default.yaml),
+so it stays light: torch is imported only where several processes already run.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import signal
 import sys
-import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -38,25 +27,15 @@ T = TypeVar("T")
 
 
 def die_with_launcher() -> None:
-    """In a child of this project's DDP launcher: be killed when the launcher dies."""
+    """In a child of this project's DDP launcher: be killed when the launcher dies, however it
+    dies (``kill -9`` during start-up included; it could not tell its children, which would wait
+    for their first collective for torch's 30 minutes). Linux only (``prctl(PR_SET_PDEATHSIG)``)."""
     expected = os.environ.get(LAUNCHER_PID, "")
-    if not expected.isdigit():
+    if not expected.isdigit() or not sys.platform.startswith("linux"):
         return
-    death_signal = False
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):  # 1: PR_SET_PDEATHSIG
-            libc = ctypes.CDLL(None, use_errno=True)
-            death_signal = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0
-    if not death_signal:
-        threading.Thread(target=_watch_parent, args=(int(expected),), daemon=True).start()
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PDEATHSIG
     if os.getppid() != int(expected):  # the launcher died before the line above
         os._exit(128 + 9)
-
-
-def _watch_parent(expected: int) -> None:
-    while os.getppid() == expected:
-        time.sleep(0.5)
-    os._exit(128 + 9)
 
 
 def is_rank_zero() -> bool:
@@ -79,10 +58,6 @@ def gather_from_ranks(value: T) -> list[T]:
 def at_job_end(hook: Callable[[bool], None]) -> None:
     """Run ``hook(succeeded)`` when the current Hydra job ends (DDP launchers clean up here)."""
     _job_end_hooks.append(hook)
-
-
-def started_by_torchrun() -> bool:
-    return "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def agree_across_ranks(what: str, propose: Callable[[], str], timeout_s: float = 120.0) -> str:
@@ -121,7 +96,7 @@ class DistributedRuns(Callback):
 
     @staticmethod
     def _share_dir(config: DictConfig, mode: str) -> None:
-        if not started_by_torchrun():
+        if "TORCHELASTIC_RUN_ID" not in os.environ or int(os.environ.get("WORLD_SIZE", 1)) == 1:
             return
         with read_write(config.hydra):
             node = config.hydra[mode]

@@ -75,7 +75,8 @@ def _advice(trainer: Trainer) -> str:
         sorted({p for c in callbacks for n in names if Path(p := getattr(c, n, "")).is_file()})
     )
     return (f"The checkpoints written before it are kept, all finite: {kept}. " if kept else "") + (
-        "Likely causes: a learning rate too high (lower `model.lr`), exploding gradients (try "
+        "Likely causes: a learning rate too high (`python train.py resume=<run dir> "
+        "model.lr=<lower>` goes on from the last checkpoint), exploding gradients (try "
         "`++trainer.gradient_clip_val=1.0`), NaN or inf in the input data, or float16 overflow "
         "(try `trainer.precision=bf16-mixed` or `32-true`)."
     )

@@ -1,14 +1,11 @@
 """SIGTERM and Ctrl-C stop a run cleanly: training at a step every process agrees on, with a
-checkpoint and a resume hint; anything else at once. A second signal stops at once, without
-saving (the processes this one launched die with it: `distributed.die_with_launcher`).
+checkpoint and a resume hint; anything else at once. A second signal stops at once, unsaved.
 
-Lightning alone falls short: its SIGTERM handler runs a collective inside the handler and each
-process stops at the next batch *it* reaches, so DDP processes can stop at different steps and
-hang in mismatched collectives; SIGTERM exits 0 (a scheduler thinks the job succeeded); Ctrl-C
-raises ``KeyboardInterrupt`` wherever the program is. Here `install_handlers` (at the start of
-every job) makes SIGTERM and SIGINT *record* the request; outside training it stops the run at
-once (`StopRequested`, like KeyboardInterrupt). In training `StopTogether` takes it up between
-batches, and the run exits with 128 + the signal number (130 Ctrl-C, 143 SIGTERM).
+Lightning alone falls short: under DDP each process stops at the next batch *it* reaches (they
+can hang in mismatched collectives), SIGTERM exits 0, and Ctrl-C raises ``KeyboardInterrupt``
+wherever the program is. Here `install_handlers` makes both signals *record* the request;
+outside training it stops the run at once (`StopRequested`), in training `StopTogether` takes it
+up between batches, and the run exits with 128 + the signal number (130 Ctrl-C, 143 SIGTERM).
 """
 
 from __future__ import annotations
@@ -72,10 +69,9 @@ def _handle(signum: int, frame: FrameType | None) -> None:
 def _stopping(signum: int, again: bool) -> str:
     if again:
         return f"{signal_name(signum)} again: stopping now, without saving."
-    twice = "press Ctrl-C" if signum == signal.SIGINT else "send it"
     return (
         f"{signal_name(signum)}: stopping after the current batch and saving a checkpoint "
-        f"({twice} again to stop at once, without saving)."
+        "(a second one stops at once, without saving)."
     )
 
 
@@ -90,15 +86,13 @@ def install_handlers() -> None:
 class StopTogether(Checkpoint):
     """Takes a stop request up between batches, on every process at the same step. A
     ``Checkpoint`` (stopping is saving), so Lightning runs its hooks after every other
-    callback's of the batch: a request made in any of them stops after this batch.
+    callback's: a request made in any of them stops after this batch.
 
-    Training: after a batch (every ``check_every_n_steps`` batches under DDP, one tiny
-    all-reduce; not the last of an epoch, whose validation and checkpoint come first), at the
-    end of validation and of an epoch, the processes agree whether any got a signal, and on yes
-    all set Lightning's stop flag, which stops them before the next batch, where
-    ``LastCheckpoint`` saves. Lightning's own per-batch broadcast of rank 0's flag is left out
-    (`lightning_compat.skip_sigterm_broadcast`). Test: each process stops at its next batch (it
-    saves nothing, and processes may have different batch counts).
+    After a batch (every ``check_every_n_steps`` under DDP: one tiny all-reduce), at the end of
+    validation and of an epoch, the processes agree whether any got a signal; on yes all set
+    Lightning's stop flag, and ``LastCheckpoint`` saves before the next batch. Lightning's own
+    per-batch broadcast is left out (`lightning_compat.skip_sigterm_broadcast`). Test: each
+    process stops at its next batch, saving nothing.
     """
 
     def __init__(self, check_every_n_steps: int = 10) -> None:
