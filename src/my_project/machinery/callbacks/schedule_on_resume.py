@@ -52,10 +52,12 @@ class ScheduleOnResume(Callback):
         for config, state in zip(trainer.lr_scheduler_configs, fresh["schedulers"], strict=True):
             steps = config.scheduler.last_epoch - state["last_epoch"]
             config.scheduler.load_state_dict(state)
+            if isinstance(config.scheduler, ReduceLROnPlateau):
+                continue  # it starts afresh
             try:
                 with warnings.catch_warnings():  # "lr_scheduler.step() before optimizer.step()"
                     warnings.simplefilter("ignore")
-                    for _ in range(0 if isinstance(config.scheduler, ReduceLROnPlateau) else steps):
+                    for _ in range(steps):
                         config.scheduler.step()
             except Exception as error:
                 raise UserError(
