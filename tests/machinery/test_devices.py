@@ -15,8 +15,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from my_project.machinery.distributed import is_rank_zero
 from my_project.machinery.errors import UserError
 from my_project.machinery.preflight.devices import check_devices
-from my_project.machinery.strategies.ddp import hydra_job_command
-from my_project.machinery.strategies.samplers import unpadded
+from my_project.machinery.strategies.ddp import hydra_job_command, unpadded
 
 from .helpers import CONFIG_DIR, DOCS_STYLE, compose_config, run_entry
 

@@ -1,16 +1,12 @@
 """Every use of Lightning's private names in the training loop's machinery, in one place.
 
-One patch: `skip_sigterm_broadcast`. Lightning (2.5.2 on, PR 20825) broadcasts rank 0's SIGTERM
-flag before every training batch under DDP: a collective and a host sync per step
-(Lightning-AI/pytorch-lightning#21487; #21640 would make it every N steps). The template agrees
-on a stop every N steps itself (`reliability/signals.StopTogether`), so the broadcast is left out
-on the trainer that runs, never process-wide. Checked against Lightning 2.5.2, 2.5.6, 2.6.1 and
-2.6.6 (the same code); absent before 2.5.2; on any other version it is not applied, and
-tests/machinery/test_lightning_compat.py fails until the new code is checked.
-
-The rest reads or sets private state without replacing code, each with a test there too;
-`strategies/ddp.py` overrides the private hooks of Lightning's DDP launcher
-(``DDPStrategy._configure_launcher``, ``_SubprocessScriptLauncher._call_children_scripts``).
+One patch, `skip_sigterm_broadcast`: Lightning (2.5.2 on, PR 20825) broadcasts rank 0's SIGTERM
+flag before every training batch under DDP, a host sync per step
+(Lightning-AI/pytorch-lightning#21487); `reliability/signals.StopTogether` agrees every N steps
+instead, so the broadcast is left out on the trainer that runs. Checked against Lightning 2.5.2
+to 2.6.6; on any other version it is not applied, and tests/machinery/test_lightning_compat.py
+fails until the new code is checked. The rest reads or sets private state, each tested there;
+`strategies/ddp.py` overrides private hooks of Lightning's DDP launcher.
 """
 
 from __future__ import annotations

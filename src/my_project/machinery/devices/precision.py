@@ -8,11 +8,11 @@ PRECISIONS = ("highest", "high", "medium")
 
 
 def set_float32_matmul_precision(precision: str | None) -> bool:
-    """``torch.set_float32_matmul_precision`` on CUDA GPUs of the Ampere generation or later
-    (where "high" runs float32 matmuls as TF32, several times faster for a ~1e-3 relative
-    error), the case of Lightning's start-up hint; never on CPUs, whose results then do not
-    depend on it. ``None`` or "highest": torch's default. Whether it was set."""
-    if precision is not None and precision not in PRECISIONS:
+    """``torch.set_float32_matmul_precision`` on CUDA GPUs of compute capability 8 or later
+    ("high": float32 matmuls as TF32, several times faster for a ~1e-3 relative error; the case
+    of Lightning's start-up hint), never on CPUs. ``None`` or "highest": torch's default.
+    Whether it was set."""
+    if precision not in (None, *PRECISIONS):
         raise UserError(
             f"float32_matmul_precision={precision!r} is not one of {', '.join(PRECISIONS)}. "
             "Use `float32_matmul_precision=high` (TF32 on tensor-core GPUs) or `highest` (exact)."

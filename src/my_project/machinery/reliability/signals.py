@@ -49,30 +49,25 @@ def signal_name(signum: int) -> str:
 
 def requested_signal() -> int | None:
     """The first stop signal of this job (SIGTERM when only another process received one)."""
-    if _State.received:
-        return _State.received[0]
-    return signal.SIGTERM if _State.agreed else None
+    return _State.received[0] if _State.received else signal.SIGTERM if _State.agreed else None
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
-    again = bool(_State.received)
+    again, name = bool(_State.received), signal_name(signum)
     _State.received.append(signum)
     if not (again or _State.in_training_loop):
         raise StopRequested(signum)
     if is_rank_zero():
+        message = (
+            f"{name} again: stopping now, without saving."
+            if again
+            else f"{name}: stopping after the current batch and saving a checkpoint "
+            "(a second one stops at once, without saving)."
+        )
         with contextlib.suppress(OSError):  # os.write: a handler may interrupt a print
-            os.write(2, f"\n{_stopping(signum, again)}\n".encode())
+            os.write(2, f"\n{message}\n".encode())
     if again:
         os._exit(128 + signum)
-
-
-def _stopping(signum: int, again: bool) -> str:
-    if again:
-        return f"{signal_name(signum)} again: stopping now, without saving."
-    return (
-        f"{signal_name(signum)}: stopping after the current batch and saving a checkpoint "
-        "(a second one stops at once, without saving)."
-    )
 
 
 def install_handlers() -> None:
@@ -143,15 +138,8 @@ class StopTogether(Checkpoint):
 
     @staticmethod
     def _decide(trainer: Trainer) -> None:
-        import torch
-        import torch.distributed as dist
-
-        wanted = requested_signal() is not None
-        if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
-            flag = torch.tensor([int(wanted)], device=trainer.strategy.root_device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            wanted = bool(flag.item())  # the one host sync, every N steps
-        if not wanted:
+        # Under DDP one all-reduce and host sync (every N steps); alone, no collective.
+        if not trainer.strategy.reduce_boolean_decision(requested_signal() is not None, all=False):
             return
         _State.agreed = True
         if not _training_ends_here(trainer):  # else it finishes, and the test will not start

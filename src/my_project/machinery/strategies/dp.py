@@ -2,12 +2,10 @@
 
 Lightning 2 removed its DataParallel strategy (PR 16748), which replicated the whole
 LightningModule every step and so lost torchmetrics state and `self.log` calls made in the
-replicas. Here batches, every `*_step`, metric update and `self.log` run once on the root device,
-and only what the module's ``forward`` computes goes through `torch.nn.parallel.data_parallel`,
-for any LightningModule: while it runs, the strategy puts a splitting ``forward`` on the module
-instance (no wrapper: checkpoint keys stay, checkpoints move freely between dp and other runs).
-A training step that never calls ``forward`` (``self(x)``) would run on one device: the first
-one stops the run, saying why.
+replicas. Here everything runs once on the root device, and only the module's ``forward`` goes
+through `torch.nn.parallel.data_parallel`: while it runs, the strategy puts a splitting
+``forward`` on the module instance (no wrapper: checkpoint keys stay the same). A training step
+that never calls ``forward`` would run on one device: the first one stops the run, saying why.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import torch
 from lightning.pytorch.strategies import ParallelStrategy, Strategy
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
-from torch import Tensor, nn
+from torch import nn
 
 from ..errors import UserError
 
@@ -31,9 +29,9 @@ DP_NODES_MESSAGE = (
 
 
 class ClassForward(nn.Module):
-    """What ``data_parallel`` replicates: ``module``'s *class* forward (the instance's is the
-    splitting one, which would split again), in the caller's autocast dtype (``parallel_apply``'s
-    threads re-enter autocast with its *enabled* flag only: `bf16-mixed` would run float16)."""
+    """What ``data_parallel`` replicates: ``module``'s *class* forward (the instance's splits),
+    in the caller's autocast dtype (``parallel_apply``'s threads re-enter autocast with its
+    *enabled* flag only: `bf16-mixed` would run float16)."""
 
     def __init__(self, module: nn.Module) -> None:
         super().__init__()
@@ -130,9 +128,6 @@ class DataParallelStrategy(ParallelStrategy):
         self.model.to(self.root_device)
 
     def reduce(self, tensor: Any, *args: Any, **kwargs: Any) -> Any:
-        return tensor
-
-    def all_gather(self, tensor: Tensor, group: Any = None, sync_grads: bool = False) -> Tensor:
         return tensor
 
     def barrier(self, *args: Any, **kwargs: Any) -> None:
