@@ -1,10 +1,9 @@
 """Stop at the first NaN/inf training loss, before any checkpoint holds what followed it.
 
-Lightning's ``EarlyStopping(check_finite=True)`` looks only at a monitored metric at epoch or
-validation end, by when NaN weights may have been saved; ``detect_anomaly`` slows every step.
-Here a flag stays on the device (no host sync per step), read every ``check_every_n_steps``
-steps and before every checkpoint, whose weights and optimizer state are checked too (AdamW's
-``exp_avg_sq`` can overflow while the loss is still finite): every checkpoint kept is finite.
+``EarlyStopping(check_finite=True)`` looks only at a monitored metric at epoch or validation end,
+when NaN weights may have been saved; ``detect_anomaly`` slows every step. Here a flag stays on
+the device, read every ``check_every_n_steps`` steps (a host sync) and before every checkpoint,
+whose weights and optimizer state are checked too (AdamW's can overflow before the loss does).
 """
 
 from __future__ import annotations
@@ -43,9 +42,6 @@ class StopOnNonFiniteLoss(Callback):
         self._first = torch.where(new, trainer.global_step, step), torch.where(new, loss, value)
         if trainer.global_step % self.check_every_n_steps == 0:
             self._check(trainer)
-
-    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._check(trainer)
 
     def on_save_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]

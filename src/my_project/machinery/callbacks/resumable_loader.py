@@ -1,8 +1,6 @@
 """Any data module's training loader resumes mid-epoch exactly.
 
-A plain ``DataLoader(dataset, shuffle=True)`` has no state for a checkpoint: a run resumed from
-a mid-epoch checkpoint restarts that epoch in a new order (training on some samples twice, on
-others not at all). For the time of a fit, a plain ``DataLoader`` the data module's
+For the time of a fit, a plain ``DataLoader`` (in order or shuffled) that the data module's
 ``train_dataloader`` returns becomes a `ResumableDataLoader` over the same data set, batch size,
 collate function and workers (`data/resumable.py`). Other loaders are left as they are
 (Lightning warns when a run resumes mid-epoch with one that has no ``state_dict``).
@@ -17,12 +15,7 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities import CombinedLoader
-from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
-    RandomSampler,
-    SequentialSampler,
-)
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
 from .. import lightning_compat as compat
 from ..data.resumable import EpochSequentialSampler, EpochShuffleSampler, ResumableDataLoader

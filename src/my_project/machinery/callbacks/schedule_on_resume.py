@@ -3,10 +3,9 @@
 Lightning restores optimizers and schedulers whole, settings included: a resume with
 ``trainer.max_epochs=40`` keeps the first run's cosine ``T_max`` (the learning rate reaches 0 at
 the old horizon), one with ``model.lr=0.001`` the old rate. Every checkpoint here records what its
-run's config built before any step. A resume whose config builds the same keeps the restored
-state untouched (exact); one whose config builds something else gets it: the optimizers'
-settings (moments and step counts stay restored), each schedule rebuilt from step 0 to the
-checkpoint's step (a ``ReduceLROnPlateau`` starts afresh), and one line saying so.
+run's config built before any step. If this run's config builds the same, the restored state
+stays untouched (exact); else this run's optimizer settings apply (moments and step counts stay)
+and each schedule is rebuilt from step 0 to the checkpoint's (a ``ReduceLROnPlateau`` afresh).
 """
 
 from __future__ import annotations

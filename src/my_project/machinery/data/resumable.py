@@ -1,11 +1,11 @@
 """A training loader that can stop anywhere in an epoch and go on with the very next batch.
 
-Lightning saves the ``state_dict()`` of a training loader that has one in its checkpoints and
-hands it back through ``load_state_dict()`` before iterating on resume. A plain ``DataLoader``
-has neither, and its shuffled order comes from the global RNG when an epoch starts, so a resumed
-run replays other batches. Here the order of epoch ``e`` is a function of ``(seed, e)``, and a
-resumed epoch starts at the first batch not trained on. (torchdata's ``StatefulDataLoader``
-counts the batches its iterator yielded, not those the loop took.)
+Lightning checkpoints the ``state_dict()`` of a training loader that has one and hands it back
+through ``load_state_dict()`` on resume. A plain ``DataLoader`` has neither, and its shuffled
+order comes from the global RNG, so a resumed run replays other batches. Here the order of epoch
+``e`` is a function of ``(seed, e)``, and a resumed epoch starts at the first batch not trained
+on. (torchdata's ``StatefulDataLoader`` counts the batches its iterator yielded, not those the
+loop took.)
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 
 class _Epochs:
-    """A sampler that knows its epoch (Lightning calls ``set_epoch``) and a seed, and can start
-    part-way (``start``: an index into the epoch's order). Without a seed, one is drawn and
-    kept in the checkpoints."""
+    """A sampler that knows its epoch (Lightning calls ``set_epoch``) and a seed (else one is
+    drawn, kept in the checkpoints), and can start part-way (``start``: an index into the order)."""
 
     def __init__(self, data_source: Sized, seed: int | None = None) -> None:
         super().__init__(data_source)  # type: ignore[call-arg]
@@ -61,13 +60,12 @@ def epoch_seed(sampler: Any) -> int:
 
 class ResumableDataLoader(DataLoader):
     """A ``DataLoader`` whose place in the epoch (epoch, batches the loop took, sampler seed) is
-    in every checkpoint. On resume the skipped batches are never loaded from our samplers (the
-    sampler starts after them), and loaded and dropped from any other (a DistributedSampler).
+    in every checkpoint. On resume the skipped batches are never loaded from our samplers (they
+    start after them), and loaded and dropped from any other (a DistributedSampler).
 
-    Making an iterator draws the workers' base seed from the loader's ``generator``, or, without
-    one, from the global RNG: after a resume that draw would follow the restored RNG states
-    and shift every number the steps draw. So the loader always has a generator of its own,
-    seeded from ``(seed, epoch)`` each epoch: the global RNG is left alone.
+    Making an iterator draws the workers' base seed from the loader's ``generator``, else from
+    the global RNG (shifting every number the steps draw after a resume): so the loader has a
+    generator of its own, seeded from ``(seed, epoch)`` each epoch.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -138,8 +138,10 @@ class StopTogether(Checkpoint):
 
     @staticmethod
     def _decide(trainer: Trainer) -> None:
-        # Under DDP one all-reduce and host sync (every N steps); alone, no collective.
-        if not trainer.strategy.reduce_boolean_decision(requested_signal() is not None, all=False):
+        wanted = requested_signal() is not None
+        if trainer.world_size > 1:  # one all-reduce and host sync (every N steps)
+            wanted = trainer.strategy.reduce_boolean_decision(wanted, all=False)
+        if not wanted:
             return
         _State.agreed = True
         if not _training_ends_here(trainer):  # else it finishes, and the test will not start

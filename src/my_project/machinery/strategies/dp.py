@@ -21,11 +21,6 @@ from torch import nn
 from ..errors import UserError
 
 DP_NAME = "dp"
-DP_NODES_MESSAGE = (
-    "trainer.strategy=dp runs one process on one machine: it splits each batch across that "
-    "machine's GPUs by threads, so it cannot span {num_nodes} nodes. Use `trainer.strategy=ddp "
-    "trainer.num_nodes={num_nodes}` (one process per GPU on every node) instead."
-)
 
 
 class ClassForward(nn.Module):
@@ -39,11 +34,9 @@ class ClassForward(nn.Module):
         self.autocast: tuple[str, torch.dtype] | None = None
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
-        forward = type(self.module).forward
-        if self.autocast is None:
-            return forward(self.module, *inputs, **kwargs)
-        with torch.autocast(self.autocast[0], dtype=self.autocast[1]):
-            return forward(self.module, *inputs, **kwargs)
+        kind, dtype = self.autocast or ("cpu", None)
+        with torch.autocast(kind, dtype=dtype, enabled=self.autocast is not None):
+            return type(self.module).forward(self.module, *inputs, **kwargs)
 
 
 class DataParallelStrategy(ParallelStrategy):
@@ -65,7 +58,10 @@ class DataParallelStrategy(ParallelStrategy):
 
     def _set_num_nodes(self, num_nodes: int) -> None:  # Lightning sets Trainer(num_nodes=...)
         if num_nodes != 1:
-            raise MisconfigurationException(DP_NODES_MESSAGE.format(num_nodes=num_nodes))
+            raise MisconfigurationException(
+                f"trainer.strategy=dp runs one process on one machine, so it cannot span "
+                f"{num_nodes} nodes. Use `trainer.strategy=ddp trainer.num_nodes={num_nodes}`."
+            )
 
     num_nodes = property(lambda self: 1, _set_num_nodes)
 
