@@ -44,8 +44,7 @@ def is_rank_zero() -> bool:
 
 
 def gather_from_ranks(value: T) -> list[T]:
-    """``value`` of every process in rank order (``[value]`` alone): a collective every process
-    must reach."""
+    """``value`` of every process in rank order: a collective every process must reach."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
@@ -60,7 +59,7 @@ def at_job_end(hook: Callable[[bool], None]) -> None:
     _job_end_hooks.append(hook)
 
 
-def agree_across_ranks(what: str, propose: Callable[[], str], timeout_s: float = 120.0) -> str:
+def agree_across_ranks(what: str, propose: Callable[[], str]) -> str:
     """The value the first of torchrun's ranks proposed (only it calls ``propose``), through
     the agent's key-value store: torchrun starts every rank with the whole command, so each
     composes its own config, and a timestamped run directory differs between them."""
@@ -69,7 +68,7 @@ def agree_across_ranks(what: str, propose: Callable[[], str], timeout_s: float =
     from torch.distributed import TCPStore
 
     address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-    store = TCPStore(address, port, is_master=False, timeout=timedelta(seconds=timeout_s))
+    store = TCPStore(address, port, is_master=False, timeout=timedelta(seconds=120))
     key = f"{_PACKAGE}/{what}"
     if store.add(f"{key}/claims", 1) == 1:
         store.set(key, value := propose())

@@ -9,7 +9,7 @@ from __future__ import annotations
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
 
-from ..devices.guard import DevicePlacementError, describe_problems, find_device_problems
+from ..devices.guard import DevicePlacementError, check_device_placement, find_device_problems
 
 
 class DeviceGuard(Callback):
@@ -32,9 +32,8 @@ def _check(trainer: Trainer, pl_module: LightningModule) -> None:
     # Every process votes (one collective, once): one stopping alone would leave the others
     # waiting for it at their next collective.
     if trainer.strategy.reduce_boolean_decision(bool(problems), all=False):
+        check_device_placement(pl_module, problems)
         raise DevicePlacementError(
-            describe_problems(problems, pl_module)
-            if problems
-            else f"Another process found tensors of {type(pl_module).__name__} that will not "
-            "follow it to its device."
+            f"Another process found tensors of {type(pl_module).__name__} that will not follow "
+            "it to its device."
         )

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning_utilities.core.apply_func import apply_to_collection
 from torchmetrics import Metric
 
 from ..distributed import gather_from_ranks
@@ -78,6 +79,4 @@ def _set_rng_states(states: dict[str, Any]) -> None:
 
 def _to(value: Any, device: Any = "cpu") -> Any:
     """A copy of a metric state (a tensor or a list of them) on ``device``."""
-    if isinstance(value, list):
-        return [_to(item, device) for item in value]
-    return value.detach().to(device, copy=True)
+    return apply_to_collection(value, torch.Tensor, lambda t: t.detach().to(device, copy=True))

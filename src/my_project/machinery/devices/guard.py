@@ -70,16 +70,12 @@ def find_device_problems(root: nn.Module) -> list[str]:
     return problems
 
 
-def describe_problems(problems: list[str], module: nn.Module) -> str:
-    return (
-        f"{type(module).__name__} holds tensors that will not follow it to its device: "
-        "Lightning moves only parameters, buffers and registered submodules, and on a GPU these "
-        'fail at the first step with "Expected all tensors to be on the same device". Fix:\n'
-        + "\n".join(f"  - {problem}" for problem in problems)
-    )
-
-
-def check_device_placement(module: nn.Module) -> None:
-    """Raise `DevicePlacementError` naming every problem `find_device_problems` finds."""
-    if problems := find_device_problems(module):
-        raise DevicePlacementError(describe_problems(problems, module))
+def check_device_placement(module: nn.Module, problems: list[str] | None = None) -> None:
+    """Raise `DevicePlacementError` naming every problem (by default `find_device_problems`')."""
+    if problems := find_device_problems(module) if problems is None else problems:
+        raise DevicePlacementError(
+            f"{type(module).__name__} holds tensors that will not follow it to its device: "
+            "Lightning moves only parameters, buffers and registered submodules, and on a GPU "
+            'these fail at the first step with "Expected all tensors to be on the same device". '
+            "Fix:\n" + "\n".join(f"  - {problem}" for problem in problems)
+        )

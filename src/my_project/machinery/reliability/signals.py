@@ -172,14 +172,11 @@ def _training_ends_here(trainer: Trainer) -> bool:
 
 def stopped_message(signum: int, run_dir: str | Path | None, training_done: bool) -> str:
     """What the run says when a signal stopped it: what is saved, how to go on."""
-    name = signal_name(signum)
-    if run_dir is None:
-        return f"Stopped by {name}."
     from .resume import newest_checkpoint
 
-    checkpoint = newest_checkpoint(Path(run_dir))
-    if checkpoint is None:
-        return f"Stopped by {name} before the first checkpoint; nothing to resume. Start it again."
+    name = signal_name(signum)
+    if run_dir is None or (checkpoint := newest_checkpoint(Path(run_dir))) is None:
+        return f"Stopped by {name} before the first checkpoint: nothing to resume."
     done = "Training had finished; the test did not. " if training_done else ""
     return (
         f"Stopped by {name}. {done}The newest checkpoint is {checkpoint}. Resume with:\n"
