@@ -86,8 +86,7 @@ def logged_entries(results: Any) -> list[Any]:
 
 
 def logged_name(entry: Any) -> str:
-    """An entry's epoch-value name in ``callback_metrics`` (``val_acc/dataloader_idx_0``
-    with several loaders)."""
+    """An entry's name in ``callback_metrics`` (``val_acc/dataloader_idx_0``: several loaders)."""
     meta = entry.meta
     if meta.add_dataloader_idx and meta.dataloader_idx is not None:
         return f"{meta.name}/dataloader_idx_{meta.dataloader_idx}"

@@ -10,12 +10,10 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 
 class EMAWeights(EMAWeightAveraging):
-    """Lightning's EMA of the weights (validated on the average, checkpointed with it as
-    ``state_dict`` and the trained weights beside it, so a resumed fit continues exactly), with
-    one change: Lightning 2.6 restores callbacks whenever a checkpoint is loaded, so testing the
-    best checkpoint after fit (train.py does) would put the *trained* weights back over the
-    averaged ones, and train.py's test metrics would not be eval.py's on the same file. Outside
-    fit the checkpoint's ``state_dict``, the average, stays.
+    """Lightning's EMA of the weights, with one change: Lightning 2.6 restores callbacks
+    whenever a checkpoint is loaded, so testing the best checkpoint after fit (train.py does)
+    would put the *trained* weights back over the averaged ones, and train.py's test metrics
+    would not be eval.py's on the same file. Outside fit the checkpoint's average stays.
     """
 
     def on_load_checkpoint(

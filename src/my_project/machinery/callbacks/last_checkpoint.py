@@ -18,16 +18,10 @@ from .. import lightning_compat as compat
 
 class LastCheckpoint(ModelCheckpoint):
     def __init__(
-        self,
-        dirpath: str,
-        filename: str = "last",
-        every_n_train_steps: int | None = None,
-        save_on_interrupt: bool = True,
-        **kwargs: Any,
+        self, every_n_train_steps: int | None = None, save_on_interrupt: bool = True, **kwargs: Any
     ) -> None:
         super().__init__(
-            dirpath=dirpath,
-            filename=filename,
+            filename=kwargs.pop("filename", "last"),
             every_n_train_steps=every_n_train_steps or None,
             save_on_exception=save_on_interrupt,
             enable_version_counter=False,

@@ -1,11 +1,9 @@
 """Each process resumes with its own state, which Lightning's checkpoints (rank 0's) lack.
 
-Gathered from every process into the checkpoint (``save_checkpoint`` runs on all of them) and
-given back to each when training starts, before the first batch: the RNG states (torch, NumPy
-as a tensor for ``weights_only`` loads, Python, CUDA), which Lightning does not checkpoint; in a
-mid-epoch checkpoint, the torchmetrics states, which torchmetrics keeps out of checkpoints; and
-under DDP every other callback's state (a best checkpoint chosen on a value each process logged
-for itself). Nothing is restored when the number of processes changed.
+Gathered from every process into the checkpoint and given back to each when training starts:
+the RNG states, which Lightning does not checkpoint; in a mid-epoch checkpoint, the torchmetrics
+states, which torchmetrics keeps out of checkpoints; under DDP every other callback's state (a
+best checkpoint chosen on a value each process logged). Not when the process count changed.
 """
 
 from __future__ import annotations

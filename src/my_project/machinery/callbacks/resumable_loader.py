@@ -43,9 +43,7 @@ class ResumableTrainLoader(Callback):
         is restored (Lightning-AI/pytorch-lightning#20550)."""
         states, self._states = self._states, []
         loaders = CombinedLoader(trainer.train_dataloader).flattened if states else []
-        stateful = [
-            dl for dl in loaders if hasattr(dl, "state_dict") and hasattr(dl, "load_state_dict")
-        ]
+        stateful = [dl for dl in loaders if hasattr(dl, "load_state_dict")]  # Lightning's order
         for loader, state in zip(stateful, states, strict=False):
             if isinstance(loader, ResumableDataLoader) and not loader.restored:
                 loader.load_state_dict(state)

@@ -3,9 +3,8 @@
 Lightning restores optimizers and schedulers whole, settings included: a resume with
 ``trainer.max_epochs=40`` keeps the first run's cosine ``T_max`` (the learning rate reaches 0 at
 the old horizon), one with ``model.lr=0.001`` the old rate. Every checkpoint here records what its
-run's config built before any step. If this run's config builds the same, the restored state
-stays untouched (exact); else this run's optimizer settings apply (moments and step counts stay)
-and each schedule is rebuilt from step 0 to the checkpoint's (a ``ReduceLROnPlateau`` afresh).
+run's config built. If this run's builds the same, the restored state stays untouched; else its
+optimizer settings apply (moments stay) and each schedule is rebuilt to the checkpoint's step.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """A training loader that can stop anywhere in an epoch and go on with the very next batch.
 
 Lightning checkpoints the ``state_dict()`` of a training loader that has one and hands it back
-through ``load_state_dict()`` on resume. A plain ``DataLoader`` has neither, and its shuffled
-order comes from the global RNG, so a resumed run replays other batches. Here the order of epoch
-``e`` is a function of ``(seed, e)``, and a resumed epoch starts at the first batch not trained
-on. (torchdata's ``StatefulDataLoader`` counts the batches its iterator yielded, not those the
-loop took.)
+through ``load_state_dict()``. A plain ``DataLoader`` has neither, and its order comes from the
+global RNG. Here the order of epoch ``e`` is a function of ``(seed, e)``, and a resumed epoch
+starts at the first batch not trained on (torchdata's ``StatefulDataLoader`` counts the batches
+its iterator yielded, not those the loop took).
 """
 
 from __future__ import annotations
@@ -60,13 +59,9 @@ def epoch_seed(sampler: Any) -> int:
 
 class ResumableDataLoader(DataLoader):
     """A ``DataLoader`` whose place in the epoch (epoch, batches the loop took, sampler seed) is
-    in every checkpoint. On resume the skipped batches are never loaded from our samplers (they
-    start after them), and loaded and dropped from any other (a DistributedSampler).
-
-    Making an iterator draws the workers' base seed from the loader's ``generator``, else from
-    the global RNG (shifting every number the steps draw after a resume): so the loader has a
-    generator of its own, seeded from ``(seed, epoch)`` each epoch.
-    """
+    in every checkpoint; on resume the batches before it are skipped (loaded and dropped from
+    a sampler not ours). Its own ``generator``, seeded from ``(seed, epoch)`` each epoch, gives
+    the workers' base seed: drawn from the global RNG, it would shift what the steps draw."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -2,10 +2,9 @@
 
 Lightning moves parameters, buffers and torchmetrics metrics registered as submodules; a plain
 tensor attribute (``self.total = torch.tensor(0.)``) or a tensor, module or metric in a list or
-dict attribute stays where it was made, and on a GPU the first step fails with "Expected all
-tensors to be on the same device", naming none of them. Neither PyTorch nor Lightning checks
-this, hence this walk (once per stage, never per step). Moving a module to ``"meta"`` shows on
-a CPU what a GPU run would see: ``check_device_placement(model.to("meta"))`` in your tests.
+dict attribute stays where it was made, and on a GPU the first step fails naming none of them.
+Neither PyTorch nor Lightning checks this. ``check_device_placement(model.to("meta"))`` shows on
+a CPU what a GPU run would see.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """SIGTERM and Ctrl-C stop a run cleanly: training at a step every process agrees on, with a
 checkpoint and a resume hint; anything else at once. A second signal stops at once, unsaved.
 
-Lightning alone falls short: under DDP each process stops at the next batch *it* reaches (they
-can hang in mismatched collectives), SIGTERM exits 0, and Ctrl-C raises ``KeyboardInterrupt``
-wherever the program is. Here `install_handlers` makes both signals *record* the request;
-outside training it stops the run at once (`StopRequested`), in training `StopTogether` takes it
-up between batches, and the run exits with 128 + the signal number (130 Ctrl-C, 143 SIGTERM).
+Lightning alone falls short: under DDP each process stops at the next batch *it* reaches (and
+can hang in mismatched collectives), SIGTERM exits 0, and Ctrl-C raises anywhere. Here both
+signals *record* a request: outside training it stops the run at once (`StopRequested`), in
+training `StopTogether` takes it up between batches; the run exits with 128 + the signal.
 """
 
 from __future__ import annotations
@@ -79,15 +78,11 @@ def install_handlers() -> None:
 
 
 class StopTogether(Checkpoint):
-    """Takes a stop request up between batches, on every process at the same step. A
-    ``Checkpoint`` (stopping is saving), so Lightning runs its hooks after every other
-    callback's: a request made in any of them stops after this batch.
-
-    After a batch (every ``check_every_n_steps`` under DDP: one tiny all-reduce), at the end of
-    validation and of an epoch, the processes agree whether any got a signal; on yes all set
-    Lightning's stop flag, and ``LastCheckpoint`` saves before the next batch. Lightning's own
-    per-batch broadcast is left out (`lightning_compat.skip_sigterm_broadcast`). Test: each
-    process stops at its next batch, saving nothing.
+    """Takes a stop request up between batches, on every process at the same step: after a
+    batch (every ``check_every_n_steps`` under DDP), validation and an epoch, the processes agree
+    whether any got a signal, and on yes all set Lightning's stop flag (``LastCheckpoint`` then
+    saves). A ``Checkpoint``, so Lightning runs its hooks after every other callback's. In the
+    test, each process stops at its next batch, saving nothing.
     """
 
     def __init__(self, check_every_n_steps: int = 10) -> None:

@@ -1,11 +1,10 @@
 """Lightning's DDP, its processes started correctly under Hydra (multirun included), with
 evaluation that counts each sample once.
 
-Lightning's launcher re-runs the script for each extra device with the parent's command line
-(under ``-m`` each child would start a sweep of its own), and leaves its environment and process
-group behind (the next job of a multirun would wait forever). Here each child re-runs the
-*current job* in the same directory, and when the job ends its children are awaited and the
-process is left as it was (`end_launched_job`). Outside Hydra it is Lightning's launcher.
+Lightning's launcher re-runs the script with the parent's command line (under ``-m`` each child
+would start a sweep of its own) and leaves its environment and process group behind (the next
+job of a multirun would wait forever). Here each child re-runs the *current job* in the same
+directory, and when it ends the children are awaited and the process is left as it was.
 """
 
 from __future__ import annotations
@@ -127,9 +126,8 @@ class HydraDDPStrategy(DDPStrategy):
         super().setup(trainer)
 
     def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
-        """A mean of integers as floats: `self.log(..., sync_dist=True)` averages each process's
-        sample count, and Lightning's integer mean truncates 44.5 to 44, so a logged mean over
-        processes of unequal sizes (unpadded evaluation) would be off by up to 1/n
+        """A mean of integers as floats: Lightning's truncates 44.5 to 44, so `self.log(...,
+        sync_dist=True)` of unequal processes' sample counts would be off by up to 1/n
         (Lightning-AI/pytorch-lightning#21859)."""
         integer = isinstance(tensor, torch.Tensor) and not tensor.is_floating_point()
         if integer and reduce_op in ("mean", "avg"):
@@ -153,13 +151,10 @@ class HydraDDPStrategy(DDPStrategy):
 
 
 def unpadded(dataloader: object) -> object:
-    """``dataloader`` with Lightning's evaluation ``DistributedSampler``, which pads the set with
-    repeated samples until it divides by the world size (89 test samples on 2 processes would be
-    scored as 90), replaced by one that splits it without repeats: some processes' last batch is
-    one sample short, and torchmetrics sums every process's states, ``self.log(...,
-    sync_dist=True)`` weighs each process's mean by its samples (`HydraDDPStrategy.reduce`).
-    Anything else (a sampler of the user's own, an iterable set, a set smaller than the number
-    of processes: every process needs a batch) as it is."""
+    """``dataloader`` with Lightning's evaluation ``DistributedSampler``, which repeats samples
+    until the set divides by the world size (89 test samples on 2 processes scored as 90),
+    replaced by one without repeats (torchmetrics sums every process's states). Anything else (a
+    sampler of the user's own, an iterable set, fewer samples than processes) as it is."""
     sampler = getattr(dataloader, "sampler", None)
     if not isinstance(dataloader, DataLoader) or type(sampler) is not DistributedSampler:
         return dataloader

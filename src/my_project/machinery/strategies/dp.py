@@ -1,11 +1,10 @@
 """`strategy="dp"` for Lightning 2: one process, the module's forward split across devices.
 
-Lightning 2 removed its DataParallel strategy (PR 16748), which replicated the whole
-LightningModule every step and so lost torchmetrics state and `self.log` calls made in the
-replicas. Here everything runs once on the root device, and only the module's ``forward`` goes
-through `torch.nn.parallel.data_parallel`: while it runs, the strategy puts a splitting
-``forward`` on the module instance (no wrapper: checkpoint keys stay the same). A training step
-that never calls ``forward`` would run on one device: the first one stops the run, saying why.
+Lightning 2 removed its DataParallel strategy (PR 16748), which replicated the whole module every
+step and lost torchmetrics state and `self.log` calls made in the replicas. Here everything runs
+once on the root device, and only ``forward`` goes through `torch.nn.parallel.data_parallel`: a
+splitting ``forward`` on the module instance (no wrapper: checkpoint keys stay the same). A
+training step that never calls ``forward`` would run on one device: the first one says so.
 """
 
 from __future__ import annotations
@@ -78,10 +77,7 @@ class DataParallelStrategy(ParallelStrategy):
     def setup_environment(self) -> None:
         super().setup_environment()
         if not self.splits_batches:
-            rank_zero_warn(
-                f"strategy='dp' on {len(self.parallel_devices or ())} {self.root_device.type} "
-                "device(s): nothing is split, the module runs as on one device."
-            )
+            rank_zero_warn(f"strategy='dp' on {self.root_device.type}: nothing is split.")
 
     def setup(self, trainer: Any) -> None:
         super().setup(trainer)
@@ -120,8 +116,7 @@ class DataParallelStrategy(ParallelStrategy):
         return output
 
     def model_to_device(self) -> None:
-        assert self.model is not None, "the model must be set before it is moved"
-        self.model.to(self.root_device)
+        self.model.to(self.root_device)  # type: ignore[union-attr]
 
     def reduce(self, tensor: Any, *args: Any, **kwargs: Any) -> Any:
         return tensor
