@@ -27,9 +27,8 @@ T = TypeVar("T")
 
 
 def die_with_launcher() -> None:
-    """In a child of this project's DDP launcher: be killed when the launcher dies, however it
-    dies (``kill -9`` during start-up included; it could not tell its children, which would wait
-    for their first collective for torch's 30 minutes). Linux only (``prctl(PR_SET_PDEATHSIG)``)."""
+    """In a child of this project's DDP launcher: die with it, however it dies (killed during
+    start-up, it cannot tell its children, which would wait 30 minutes). Linux only."""
     expected = os.environ.get(LAUNCHER_PID, "")
     if not expected.isdigit() or not sys.platform.startswith("linux"):
         return

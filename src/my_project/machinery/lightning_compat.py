@@ -1,12 +1,11 @@
 """Every use of Lightning's private names in the training loop's machinery, in one place.
 
-One patch, `skip_sigterm_broadcast`: Lightning (2.5.2 on, PR 20825) broadcasts rank 0's SIGTERM
-flag before every training batch under DDP, a host sync per step
-(Lightning-AI/pytorch-lightning#21487); `reliability/signals.StopTogether` agrees every N steps
-instead, so the broadcast is left out on the trainer that runs. Checked against Lightning 2.5.2
-to 2.6.6; on any other version it is not applied, and tests/machinery/test_lightning_compat.py
-fails until the new code is checked. The rest reads or sets private state, each tested there;
-`strategies/ddp.py` overrides private hooks of Lightning's DDP launcher.
+One patch, `skip_sigterm_broadcast`: Lightning (2.5.2 on) broadcasts rank 0's SIGTERM flag
+before every training batch under DDP, a host sync per step (Lightning-AI/pytorch-lightning
+#21487); `signals.StopTogether` agrees every N steps instead. Checked against Lightning 2.5.2 to
+2.6.6; elsewhere not applied, and tests/machinery/test_lightning_compat.py fails until checked.
+The rest reads or sets private state, each tested there; `strategies/ddp.py` overrides private
+hooks of Lightning's DDP launcher.
 """
 
 from __future__ import annotations

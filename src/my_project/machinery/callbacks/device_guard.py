@@ -1,8 +1,5 @@
-"""Stops a run before its first step if a tensor of the model will not follow it to its device.
-
-The check (`devices/guard.py`) runs once when fit, validate, test or predict starts, after the
-strategy has moved the module (``strategy.setup`` comes before these hooks): no per-batch cost.
-"""
+"""Stops a run before its first step if a tensor of the model will not follow it to its device:
+the check (`devices/guard.py`) runs once when fit, validate, test or predict starts."""
 
 from __future__ import annotations
 

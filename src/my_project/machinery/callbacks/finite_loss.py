@@ -21,10 +21,6 @@ from torchmetrics import Metric
 from ..errors import UserError
 
 
-class NonFiniteLossError(UserError):
-    exit_code = 3
-
-
 class StopOnNonFiniteLoss(Callback):
     def __init__(self, check_every_n_steps: int = 1) -> None:
         self.check_every_n_steps = max(1, int(check_every_n_steps))
@@ -51,17 +47,19 @@ class StopOnNonFiniteLoss(Callback):
         metrics = tuple(f"{n}." for n, m in pl_module.named_modules() if isinstance(m, Metric))
         weights = {k: v for k, v in checkpoint["state_dict"].items() if not k.startswith(metrics)}
         if not all_finite([weights, checkpoint.get("optimizer_states")]):
-            raise NonFiniteLossError(
+            raise UserError(
                 f"Training stopped: the weights or optimizer state held NaN or inf at step "
-                f"{trainer.global_step}, while the loss was still finite. {_advice(trainer)}"
+                f"{trainer.global_step}, while the loss was still finite. {_advice(trainer)}",
+                exit_code=3,
             )
 
     def _check(self, trainer: Trainer) -> None:
         if self._first is None or (step := int(self._first[0])) < 0:  # a host sync
             return
-        raise NonFiniteLossError(
+        raise UserError(
             f"Training stopped: the training loss was {float(self._first[1])} at step {step} "
-            f"(epoch {trainer.current_epoch}). {_advice(trainer)}"
+            f"(epoch {trainer.current_epoch}). {_advice(trainer)}",
+            exit_code=3,
         )
 
 

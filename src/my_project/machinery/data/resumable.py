@@ -26,13 +26,12 @@ class _Epochs:
         super().__init__(data_source)  # type: ignore[call-arg]
         self.seed = int(seed) if seed is not None else secrets.randbits(62)
         self.epoch = self.start = 0
-        self.size = len(data_source)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def order(self) -> torch.Tensor:
-        return torch.arange(self.size)
+        return torch.arange(len(self.data_source))  # type: ignore[attr-defined]
 
     def __iter__(self) -> Iterator[int]:
         start, self.start = self.start, 0
@@ -44,7 +43,8 @@ class EpochShuffleSampler(_Epochs, RandomSampler):
     ``DistributedSampler(shuffle=True)``, as it does for ``shuffle=True``."""
 
     def order(self) -> torch.Tensor:
-        return torch.randperm(self.size, generator=torch.Generator().manual_seed(epoch_seed(self)))
+        generator = torch.Generator().manual_seed(epoch_seed(self))
+        return torch.randperm(len(self.data_source), generator=generator)
 
 
 class EpochSequentialSampler(_Epochs, SequentialSampler):

@@ -18,8 +18,6 @@ from torchmetrics import Metric
 
 from ..errors import UserError
 
-_MAX_DEPTH = 6  # of nested lists and dicts
-
 
 class DevicePlacementError(UserError):
     """A module holds tensors that will not follow it to its device (see the message)."""
@@ -51,8 +49,8 @@ def find_device_problems(root: nn.Module) -> list[str]:
                     f"`{path}` (a {type(value).__name__} in a plain container): nn.ModuleList "
                     "/ nn.ModuleDict (torchmetrics.MetricCollection for metrics)"
                 )
-        elif type(value).__module__.startswith("omegaconf") or depth >= _MAX_DEPTH:
-            return  # configs hold plain values (and reading them may resolve interpolations)
+        elif type(value).__module__.startswith("omegaconf") or depth >= 6:
+            return  # configs hold plain values (reading them may resolve interpolations)
         elif isinstance(value, (Mapping, list, tuple)):
             for key, item in value.items() if isinstance(value, Mapping) else enumerate(value):
                 walk(item, f"{path}[{key!r}]", depth + 1)

@@ -9,9 +9,8 @@ PRECISIONS = ("highest", "high", "medium")
 
 def set_float32_matmul_precision(precision: str | None) -> bool:
     """``torch.set_float32_matmul_precision`` on CUDA GPUs of compute capability 8 or later
-    ("high": float32 matmuls as TF32, several times faster for a ~1e-3 relative error; the case
-    of Lightning's start-up hint), never on CPUs. ``None`` or "highest": torch's default.
-    Whether it was set."""
+    ("high": TF32, several times faster for a ~1e-3 relative error), never on CPUs; whether
+    it was set. ``None`` or "highest": torch's default."""
     if precision not in (None, *PRECISIONS):
         raise UserError(
             f"float32_matmul_precision={precision!r} is not one of {', '.join(PRECISIONS)}. "
@@ -21,7 +20,7 @@ def set_float32_matmul_precision(precision: str | None) -> bool:
 
     if precision in (None, "highest") or not torch.cuda.is_available():
         return False
-    if torch.cuda.get_device_capability()[0] < 8:
+    if torch.cuda.get_device_capability()[0] < 8:  # no tensor cores for TF32
         return False
     torch.set_float32_matmul_precision(precision)
     return True

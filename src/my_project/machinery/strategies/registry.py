@@ -15,11 +15,7 @@ from .dp import DP_NAME, DataParallelStrategy
 def register_strategies() -> None:
     """Idempotent: a second call finds everything in place."""
     if DP_NAME not in StrategyRegistry:
-        StrategyRegistry.register(
-            DP_NAME,
-            DataParallelStrategy,
-            "DataParallel: one process, the forward split across devices",
-        )
+        StrategyRegistry.register(DP_NAME, DataParallelStrategy, "one process, forward split")
     for name in list(StrategyRegistry.available_strategies()):
         entry = StrategyRegistry[name]
         if entry["strategy"] is DDPStrategy:
