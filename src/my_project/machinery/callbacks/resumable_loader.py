@@ -37,10 +37,9 @@ class ResumableTrainLoader(Callback):
         self._states = fit_loop.get("state_dict", {}).get("combined_loader", [])
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """The loaders' states of the checkpoint, where Lightning did not hand them over: it
-        does not when `configure_optimizers` read ``trainer.estimated_stepping_batches``
-        (the OneCycleLR recipe), which sets the loaders up before the checkpoint's loop state
-        is restored (Lightning-AI/pytorch-lightning#20550)."""
+        """The checkpoint's loader states, where Lightning did not hand them over: not when
+        `configure_optimizers` read ``trainer.estimated_stepping_batches`` (the OneCycleLR
+        recipe; Lightning-AI/pytorch-lightning#20550)."""
         states, self._states = self._states, []
         loaders = CombinedLoader(trainer.train_dataloader).flattened if states else []
         stateful = [dl for dl in loaders if hasattr(dl, "load_state_dict")]  # Lightning's order
