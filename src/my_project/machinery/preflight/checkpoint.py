@@ -7,13 +7,10 @@ Without these, a checkpoint of another model fails with a long key list from
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-
-_EXAMPLE = "e.g. `{what}=logs/train/runs/<run>/checkpoints/last.ckpt`"
 
 
 def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str | None:
@@ -25,25 +22,13 @@ def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str
         found = sorted(str(p.relative_to(path)) for p in path.rglob("*.ckpt"))[:5]
         problem = f"is a directory, not a checkpoint file. It holds {', '.join(found) or 'none'}."
     else:  # missing, or a pipe (reading one would wait), a socket, a device
-        found = sorted(p.name for p in path.parent.glob("*.ckpt") if p.is_file())
-        problem = "is a pipe, socket or device." if path.exists() else "does not exist."
-        if found:
+        problem = "is not a regular file." if path.exists() else "does not exist."
+        if found := sorted(p.name for p in path.parent.glob("*.ckpt") if p.is_file()):
             problem += f" Checkpoints in {path.parent}: {', '.join(found)}."
-        elif below := newest_checkpoints_below(path.parent):
-            problem += f" The newest under {path.parent}: {', '.join(below)}."
-        else:
-            problem += f" There is no checkpoint in {path.parent} nor in its run directories."
-    example = _EXAMPLE.format(what=what)
-    raise UserError(f"{what}={ckpt_path} {problem} Pass a `.ckpt` file, {example}.")
-
-
-def newest_checkpoints_below(folder: Path, count: int = 3) -> list[str]:
-    """The newest ``count`` checkpoints of the run directories below ``folder`` (at most four
-    levels down: `.` holds `logs/train/runs/<run>/checkpoints/`)."""
-    patterns = ("*/" * depth + "checkpoints/*.ckpt" for depth in range(5))
-    found = [p for pattern in patterns for p in folder.glob(pattern) if p.is_file()]
-    found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    return [str(p) for p in found[:count]]
+    raise UserError(
+        f"{what}={ckpt_path} {problem} Pass a `.ckpt` file, e.g. "
+        f"`{what}=logs/train/runs/<run>/checkpoints/last.ckpt`."
+    )
 
 
 def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
@@ -64,7 +49,8 @@ def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
         )
     if (problem := damage(ckpt_path)) is not None:
         raise UserError(
-            f"{what}={ckpt_path} cannot be read as a checkpoint: {problem}. {intact_beside(ckpt_path, what)}"
+            f"{what}={ckpt_path} cannot be read as a checkpoint: {problem}. Pass another checkpoint "
+            "of its run (an earlier one beside it), or restore the file from a copy."
         )
     try:
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
@@ -90,24 +76,10 @@ def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
     return checkpoint
 
 
-def intact_beside(ckpt_path: str, what: str) -> str:
-    """Which checkpoint to use instead of a damaged one: the newest beside it that verifies."""
-    from ..reliability.atomic_io import damage
-
-    others = [
-        p for p in Path(ckpt_path).parent.glob("*.ckpt") if p.is_file() and p != Path(ckpt_path)
-    ]
-    others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    intact = next((p for p in others if damage(p) is None), None)
-    if intact is None:
-        return "No checkpoint beside it verifies; retrain, or restore the file from a copy."
-    return f"The newest checkpoint beside it that verifies is {intact}: pass `{what}={intact}`."
-
-
-def check_finite(ckpt_path: str, weights: dict[str, Any], allow: bool = False) -> None:
-    """``weights`` (a model's parameters) holding NaN or inf are a UserError (``allow``: a
-    warning): every result computed with them is meaningless. Buffers may hold inf (a mask). A
-    sum in float64 is NaN or inf exactly when a float32, float16 or bfloat16 weight is."""
+def check_finite(ckpt_path: str, weights: dict[str, Any]) -> None:
+    """``weights`` (a model's parameters) holding NaN or inf are a UserError: every result
+    computed with them is meaningless. Buffers may hold inf (a mask). A sum in float64 is NaN or
+    inf exactly when a float32, float16 or bfloat16 weight is."""
     from torch import Tensor, float64
 
     bad = [
@@ -117,18 +89,13 @@ def check_finite(ckpt_path: str, weights: dict[str, Any], allow: bool = False) -
         and value.is_floating_point()
         and not value.sum(dtype=float64).isfinite()
     ]
-    if not bad:
-        return
-    where = f"NaN or inf in {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}"
-    if allow:
-        print(f"Warning: {ckpt_path} holds non-finite weights ({where}).", file=sys.stderr)
-        return
-    raise UserError(
-        f"{ckpt_path} holds non-finite weights ({where}), so whatever is computed with them "
-        "is meaningless. Use an earlier checkpoint of its run (a run stopped by a non-finite "
-        "loss keeps its last good last.ckpt), or evaluate it anyway with `eval.py "
-        f"ckpt_path={ckpt_path} allow_non_finite=true`."
-    )
+    if bad:
+        raise UserError(
+            f"{ckpt_path} holds non-finite weights (NaN or inf in {', '.join(bad[:3])}"
+            f"{' ...' if len(bad) > 3 else ''}), so whatever is computed with them is "
+            "meaningless. Use an earlier checkpoint of its run (a run stopped by a non-finite "
+            "loss keeps its last good last.ckpt)."
+        )
 
 
 def epochs_done(checkpoint: dict[str, Any]) -> int | None:

@@ -12,8 +12,8 @@ holds nothing but Hydra's files; so are the empty folders it made around it.
 One run a directory (:class:`RunDirLock`, a Hydra callback in configs/hydra/default.yaml): a new
 run refuses a directory that holds a run (`resume=` continues one) before Hydra writes there,
 and a run holds an OS lock (``flock``) on its directory for its whole life, which the OS releases
-however the process ends (``kill -9`` too): a second process that would write there is refused,
-naming the holder. Under DDP the launching process holds it for every rank.
+however the process ends (``kill -9`` too): a second process that would write there is refused.
+Under DDP the launching process holds it for every rank.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..distributed import is_rank_zero
 from ..errors import UserError
-from .secrets import mask_text
 
 _created: dict[str, str] = {}  # unique_dir's answers
 _made_here: set[Path] = set()  # the outermost folders this process created (or is about to)
@@ -64,15 +63,12 @@ def unique_dir(prefix: str, _root_: Any = None) -> str:
 def check_log_dir(log_dir: Any) -> None:
     """An empty ``paths.log_dir`` (an empty environment variable behind it) would put runs at
     the filesystem's root."""
-    if not isinstance(log_dir, str) or log_dir.strip():
-        return
-    empty = sorted(name for name, v in os.environ.items() if name.endswith("_LOG_DIR") and not v)
-    cause = f" ({', '.join(empty)} is set, but empty)" if empty else ""
-    raise UserError(
-        f"paths.log_dir is empty{cause}, so runs would be written under the filesystem's root "
-        "(/train/runs/...). Give it a folder, e.g. `paths.log_dir=logs`, or unset the variable "
-        "to use logs/."
-    )
+    if isinstance(log_dir, str) and not log_dir.strip():
+        raise UserError(
+            "paths.log_dir is empty (an environment variable set, but empty?), so runs would be "
+            "written under the filesystem's root (/train/runs/...). Give it a folder, e.g. "
+            "`paths.log_dir=logs`, or unset the variable to use logs/."
+        )
 
 
 def register_resolvers() -> None:
@@ -198,13 +194,11 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
         except BlockingIOError as error:
             release()
             raise UserError(
-                f"{run_dir} is in use: {_holder(run_dir)} holds its lock, and two processes "
-                "writing one run directory would mix their checkpoints, metrics and logs. Wait "
-                "for it to end (or stop it), or choose another directory (leave "
-                "`hydra.run.dir` out for a new one under logs/)."
+                f"{run_dir} is in use: another process holds its lock, and two processes writing "
+                "one run directory would mix their checkpoints, metrics and logs. Wait for it to "
+                "end (or stop it), or choose another directory (leave `hydra.run.dir` out for a "
+                "new one under logs/)."
             ) from error
-        except OSError:  # a filesystem without locks (some network ones): the run goes unlocked
-            release()
     found = [name for name in refused if (run_dir / name).exists()]
     if found:
         release()
@@ -214,17 +208,6 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
             f"overwrite. {resume if task == 'train' else 'C'}hoose another directory for the "
             "new one (leave `hydra.run.dir` and `hydra.sweep.dir` out for one under logs/)."
         )
-
-
-def _holder(run_dir: Path) -> str:
-    """The process holding ``run_dir``'s lock, as Linux's /proc names it (its pid, command)."""
-    with contextlib.suppress(OSError, IndexError):  # elsewhere, or the holder just ended
-        inode = f":{run_dir.stat().st_ino}"
-        for fields in (line.split() for line in Path("/proc/locks").read_text().splitlines()):
-            if fields[1] == "FLOCK" and fields[5].endswith(inode):
-                command = Path(f"/proc/{fields[4]}/cmdline").read_bytes().decode(errors="replace")
-                return f"the process {fields[4]} (`{mask_text(' '.join(command.split()))}`)"
-    return "another process"
 
 
 def release() -> None:

@@ -148,7 +148,7 @@ def datamodule(cfg: DictConfig, fit: bool, test: bool) -> Any:
     return data
 
 
-def load_model(target: str, ckpt_path: str, allow_non_finite: bool = False) -> Any:
+def load_model(target: str, ckpt_path: str) -> Any:
     """Load ``ckpt_path`` into the LightningModule class named by ``target`` (on the CPU).
 
     Its arguments are the checkpoint's hyperparameters (plain data, `atomic_io.plain`), except
@@ -189,7 +189,7 @@ def load_model(target: str, ckpt_path: str, allow_non_finite: bool = False) -> A
             f"{' '.join(str(error).split())[:300]}). Pass a checkpoint written by this project's "
             "train.py with the same `model=`."
         ) from error
-    check_finite(ckpt_path, dict(model.named_parameters()), allow=allow_non_finite)
+    check_finite(ckpt_path, dict(model.named_parameters()))
     return model
 
 
@@ -237,7 +237,7 @@ def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
-    model = load_model(cfg.model._target_, ckpt_path, bool(cfg.get("allow_non_finite")))
+    model = load_model(cfg.model._target_, ckpt_path)
     data = datamodule(cfg, fit=False, test=True)
     contract.check_model_fits_data(model, data, data_name(cfg))
     job = _job(cfg, config, data, model, ckpt_path)
