@@ -18,28 +18,17 @@ from ..errors import UserError
 
 def check_devices(trainer: Mapping[str, Any]) -> None:
     """A GPU asked for (``accelerator=gpu``, ``cuda``, ``mps``, or every GPU: ``devices=-1``)
-    where there is none: named with the preset that runs here. And `dp`, one process, started
-    as several (by torchrun): each would run the whole job on its own."""
+    where there is none: named with the preset that runs here."""
     import torch
 
-    launched = os.environ.get("WORLD_SIZE", "1")
-    if str(trainer.get("strategy")).lower() == "dp" and launched.isdigit() and int(launched) > 1:
-        raise UserError(
-            f"strategy 'dp' runs as one process, but this run was started as {launched} "
-            "processes (WORLD_SIZE, e.g. by torchrun). Start it once: `python train.py "
-            "trainer.strategy=dp trainer.devices=2`, or keep the launcher and use "
-            "`trainer.strategy=ddp`."
-        )
     asked = str(trainer.get("accelerator", "auto")).lower()
     cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
     if asked == "auto" and trainer.get("devices") == -1 and not (cuda or mps):
         what = "trainer.devices=-1 asks for every GPU"
-    elif (
-        (asked == "cuda" and not cuda)
-        or (asked == "mps" and not mps)
-        or (asked == "gpu" and not (cuda or mps))
-    ):
-        what = f"trainer.accelerator={asked} asks for {'Apple silicon (MPS)' if asked == 'mps' else 'a GPU'}"
+    elif {"cuda": not cuda, "mps": not mps, "gpu": not (cuda or mps)}.get(asked):
+        what = (
+            f"trainer.accelerator={asked} asks for {'Apple silicon' if asked == 'mps' else 'a GPU'}"
+        )
     else:
         return
     raise UserError(
@@ -77,9 +66,8 @@ def check_nodes_launched(trainer: Mapping[str, Any]) -> None:
         f"trainer.num_nodes={nodes} asks for {nodes} machines, but nothing started this process "
         "as one of them (no torchrun, SLURM or LSF, and no NODE_RANK and MASTER_ADDR set): it "
         "would wait forever for the other nodes to join. Run on one machine with "
-        f"`trainer.num_nodes=1`, or start the run on every node, e.g. `torchrun --nnodes={nodes} "
-        f"--nproc-per-node=<devices> --rdzv-endpoint=<host>:29500 train.py "
-        f"trainer.num_nodes={nodes}`, or `-m hydra/launcher=slurm` on a SLURM cluster."
+        "`trainer.num_nodes=1`, or start the run on every node (torchrun, or "
+        "`-m hydra/launcher=slurm` on a SLURM cluster)."
     )
 
 

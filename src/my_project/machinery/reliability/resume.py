@@ -1,10 +1,8 @@
 """Continuing a run: `resume=<run dir>` and `ckpt_path=last`.
 
-``python train.py resume=RUN_DIR [overrides]`` re-runs the command that started RUN_DIR (the
-overrides Hydra saved in ``RUN_DIR/.hydra/overrides.yaml``), plus any new overrides, writing
-into RUN_DIR and restarting from its newest checkpoint (or a typed ``ckpt_path=``). Hydra's
-record of the resumed command goes to ``RUN_DIR/.hydra/resume_<time>/``, so the original stays
-as it was. Only omegaconf is needed.
+``python train.py resume=RUN_DIR [overrides]`` re-runs the run's newest command (the overrides
+Hydra saved in ``.hydra/``) plus the new overrides, into RUN_DIR, from its newest checkpoint (or a
+typed ``ckpt_path=``). Hydra's record of it goes to ``.hydra/resume_<time>/``.
 """
 
 from __future__ import annotations
@@ -44,14 +42,15 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
         (r / "overrides.yaml" for r in reversed(records) if (r / "overrides.yaml").is_file()),
         run_dir / ".hydra" / "overrides.yaml",
     )
-    if not run_dir.is_dir():
-        problem = "no such run directory"
-    elif not saved_path.is_file():
-        problem = f"{saved_path} is missing, so the run's command cannot be rebuilt"
-    elif newest_checkpoint(run_dir) is None:
-        problem = "the run has no checkpoints/last.ckpt nor any other checkpoint to continue from"
-    else:
-        problem = ""
+    problem = (
+        "no such run directory"
+        if not run_dir.is_dir()
+        else f"{saved_path} is missing, so the run's command cannot be rebuilt"
+        if not saved_path.is_file()
+        else "the run has no checkpoint to continue from"
+        if newest_checkpoint(run_dir) is None
+        else ""
+    )
     if problem:
         raise UserError(
             f"resume={run_dir}: {problem}. Pass the directory of a run of train.py that saved a "
@@ -82,8 +81,7 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
 
 
 def saved_overrides(saved_path: Path, run_dir: Path) -> list[str]:
-    """The overrides the run was started with (a YAML list of strings), and its
-    ``hydra.searchpath`` (where its configs were found), which Hydra keeps in `hydra.yaml`."""
+    """The overrides the run was started with, and its ``hydra.searchpath`` (in `hydra.yaml`)."""
     path = saved_path
     try:
         saved = OmegaConf.to_container(OmegaConf.load(path))
@@ -97,9 +95,8 @@ def saved_overrides(saved_path: Path, run_dir: Path) -> list[str]:
     except Exception as error:  # yaml's errors, a file that is not text, not a list
         raise UserError(
             f"resume={run_dir}: {path} cannot be read ({type(error).__name__}), so the run's "
-            "command cannot be rebuilt. Restore the file (overrides.yaml is a YAML list such as "
-            "`- model/net=cnn`), or start again with the original overrides and "
-            f"`ckpt_path={run_dir}/checkpoints/last.ckpt`."
+            "command cannot be rebuilt. Restore the file, or start again with the original "
+            f"overrides and `ckpt_path={run_dir}/checkpoints/last.ckpt`."
         ) from error
     return saved + [str(o) for o in found or [] if override_key(str(o)) == "hydra.searchpath"]
 
@@ -133,10 +130,9 @@ def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | No
 
 
 def keep_csv_history(loggers: list[Any], resumed_step: int) -> None:
-    """Keep the rows an earlier part of this run wrote to `csv/metrics.csv`, which Lightning's
-    CSV logger deletes when it starts: those before ``resumed_step``, the loggers' count of
-    batches at the checkpoint (`preflight.checkpoint.logger_step`), which the ``step`` column
-    holds; the resumed run logs the later ones again. Rank 0 alone writes the file."""
+    """Keep the rows before ``resumed_step`` (`preflight.checkpoint.logger_step`) that an earlier
+    part of this run wrote to `metrics.csv`, which Lightning's CSV logger deletes when it starts
+    (the resumed run logs the later ones again)."""
     from lightning.pytorch.loggers import CSVLogger
 
     if not is_rank_zero():

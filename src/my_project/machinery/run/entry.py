@@ -1,14 +1,10 @@
 """The one place every entry point passes through: registrations, Hydra, clear errors, signals.
 
-`python train.py`, `eval.py`, `predict.py`, `serve.py`, `export.py` (and their console scripts)
-call :func:`main`: it composes the config with Hydra and runs the task. Bad input is one
-paragraph on stderr and exit status 2 and leaves no run directory, wherever it is found: on the
-command line, while Hydra composes the config (`hydra_errors.py`), in the task's checks (a
-:class:`~..errors.UserError`), or while the task builds the objects of the run, before it writes
-anything (`boundary.py` decides what is a refused value and what is the team's bug, which keeps
-its traceback). A full disk is one paragraph too (`reliability/disk_full.py`). SIGTERM and Ctrl-C
-stop a job cleanly (`reliability/signals.py`); one that comes before the job starts ends it
-there, in one line, leaving no run directory. Secrets are masked in everything on stderr.
+Every entry point calls :func:`main`, which composes the config with Hydra and runs the task.
+Bad input is one paragraph on stderr, exit status 2, and no run directory, wherever it is found:
+the command line, Hydra (`hydra_errors.py`), the checks (a :class:`~..errors.UserError`), or the
+build (`boundary.py`, which also tells the team's bug, keeping its traceback). SIGTERM and Ctrl-C
+stop a job cleanly (`reliability/signals.py`), before it starts too. Secrets are masked on stderr.
 """
 
 from __future__ import annotations
@@ -40,8 +36,7 @@ _early_signals: list[int] = []  # received before a job took over the signals
 
 
 def register() -> None:
-    """Make the names the configs and the Trainer use resolvable (idempotent): ``unique_dir``
-    (the run directory), the ``dp`` and Hydra-aware ``ddp`` strategies; and quiet what
+    """Register the ``dp`` and Hydra-aware ``ddp`` strategies (idempotent), and quiet what
     Lightning prints that is not about the run."""
     # Lightning 2.6's `_pytree.py` builds torch's deprecated `LeafSpec` on every step: a
     # FutureWarning in every run that nobody can act on.
@@ -54,7 +49,6 @@ def register() -> None:
     rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if _no_lightning_tips not in rank_zero_log.filters:
         rank_zero_log.addFilter(_no_lightning_tips)
-    run_dir.register_resolvers()
     from ..strategies.registry import register_strategies
 
     register_strategies()
@@ -75,7 +69,6 @@ def main(
 
     die_with_launcher()  # a DDP child: first thing, end with the process that started it
     mask_stderr()
-    run_dir.register_resolvers()  # before Hydra resolves the run directory
     _early_signals.clear()
     with _handled(lambda signum, _: _early_signals.append(signum)):
         try:
@@ -194,7 +187,5 @@ def remove_untouched_run_dir(nothing_ran: bool = False) -> None:
         run_dir.remove_record_if_made_here(Path(output_dir) / record)
 
 
-# Hydra launchers that run jobs in other processes (submitit) unpickle the task function,
-# which imports this module there: the resolvers must exist before they resolve the job's
-# run directory.
+# Before Hydra resolves a run directory: here, or where a launcher (submitit) unpickles a task.
 run_dir.register_resolvers()
