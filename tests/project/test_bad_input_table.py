@@ -196,7 +196,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "trainer.precision=17",
         "`trainer.precision=17` was refused by lightning.pytorch.Trainer: ValueError: Precision 17 is invalid",
     ),
-    ("seed not a number", "train", "seed=abc", "`seed='abc'` must be an integer or null"),
+    (
+        "seed not a number",
+        "train",
+        "seed=abc",
+        "seed='abc'` must be an integer or null, not str",
+    ),
     ("missing checkpoint", "train", "ckpt_path={tmp}/nope/last.ckpt", "does not exist"),
     ("missing run to resume", "train", "resume={tmp}/no_run", "no such run directory"),
     ("run directory under a file", "train", "hydra.run.dir={file}/run", "is a file"),

@@ -1,11 +1,9 @@
 """Config values nothing refuses before the run is written, checked before anything is built.
 
-What an object refuses when it is built (the Trainer's ``max_epochs=-5``, a DataLoader's
-``batch_size=0``) is its own to say (`run/boundary.py`). Here is what is taken as it is and fails
-later, inside the loop, or never: a value of the wrong type for the parameter it goes to, by its
-annotation (the Trainer takes ``max_epochs="abc"``); by key name in any config, a `lr`,
-`batch_size`, `num_workers` or `*_fraction` out of range (an optimizer is built only once
-training starts); a folder that is empty; a group file that is not `_global_`.
+What an object refuses when it is built is its own to say (`run/boundary.py`). Here is what is
+taken as it is and fails later, or never: a value of the wrong type for its parameter's
+annotation (the Trainer takes ``max_epochs="abc"``); by key name, a `lr`, `batch_size`... out of
+range; a folder that is empty; a group file that is not `_global_`.
 """
 
 from __future__ import annotations
@@ -56,8 +54,8 @@ def check_values(cfg: DictConfig, resolved: Mapping[str, Any]) -> None:
     errors = named_value_errors(resolved) + folder_errors(resolved)
     if errors:
         raise UserError(
-            f"Value out of range in the config: {'; '.join(errors)}. Fix the override on the "
-            "command line or the value in configs/."
+            f"Value out of range in the config: {'; '.join(errors)}. Fix it on the command line "
+            "or in configs/."
         )
 
 
@@ -81,8 +79,7 @@ _PLAIN |= {dict: "a mapping", Mapping: "a mapping"}
 
 @functools.cache
 def _hints(target: str) -> dict[str, Any]:
-    """The type annotations of a ``_target_``'s parameters (none if it cannot be inspected:
-    an unimportable target is refused when it is built)."""
+    """The type annotations of a ``_target_``'s parameters (none if it cannot be imported)."""
     from hydra.utils import get_object
 
     try:
@@ -94,7 +91,7 @@ def _hints(target: str) -> dict[str, Any]:
 
 def _plain_types(annotation: Any) -> tuple[Any, ...]:
     """The plain types an annotation allows (``int | None``: int, NoneType); () when it allows
-    anything else too (a class, a Literal, Any), which is for the object to check."""
+    anything else too (a class, Any): the object's to check."""
     union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
     arms = [
         typing.get_origin(a) or a for a in (typing.get_args(annotation) if union else [annotation])
@@ -124,12 +121,10 @@ def check_config_types(config: Mapping[str, Any] | DictConfig) -> None:
                 expected = " or ".join(dict.fromkeys(_PLAIN[t] for t in plain))
                 shown = f"{where}.{key}={value!r}".lstrip(".")
                 errors.append(f"`{shown}` must be {expected}, not {type(value).__name__}")
-    if (seed := config.get("seed")) is not None and not _is(seed, int):
-        errors.insert(0, f"`seed={seed!r}` must be an integer or null")
     if errors:
         raise UserError(
-            f"Wrong type in the config: {'; '.join(errors)}. Fix the override on the command "
-            "line (e.g. `data.batch_size=64`, `model.lr=0.001`) or the value in configs/."
+            f"Wrong type in the config: {'; '.join(errors)}. Fix it on the command line or in "
+            "configs/."
         )
 
 
