@@ -1,8 +1,7 @@
 """Settings under a wandb logger that wandb does not take, named without their value.
 
-Lightning's ``WandbLogger`` hands every unknown keyword to ``wandb.init``, which fails late (when
-the logger first logs, after the run directory exists), and Hydra then prints the whole command
-line, the value included: often a credential (``+logger.wandb.api_key=...``).
+Lightning's ``WandbLogger`` hands unknown keywords to ``wandb.init``, which fails only once the
+run directory exists, and Hydra then prints the value: often a credential (``api_key=...``).
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from ..reliability.secrets import looks_secret
 
 
 def check_logger_settings(loggers: Mapping[str, Any] | None) -> None:
-    """Every key of a wandb logger entry is one that its ``_target_``, Lightning's WandbLogger
-    or `wandb.init` takes; else a UserError naming the key."""
+    """Every key of a wandb logger entry is one its ``_target_`` or `wandb.init` takes."""
     for name, entry in (loggers or {}).items():
         target = entry.get("_target_") if isinstance(entry, Mapping) else None
         if not isinstance(target, str) or "wandb" not in target.lower():
@@ -45,7 +43,4 @@ def check_logger_settings(loggers: Mapping[str, Any] | None) -> None:
             )
         close = difflib.get_close_matches(unknown[0], sorted(accepted), n=1)
         hint = f" Did you mean `logger.{name}.{close[0]}`?" if close else ""
-        raise UserError(
-            f"`{where}` is not a setting of the wandb logger (Lightning's WandbLogger or "
-            f"wandb.init).{hint} Its settings: {', '.join(sorted(accepted))}."
-        )
+        raise UserError(f"`{where}` is not a setting of the wandb logger.{hint}")

@@ -1,7 +1,5 @@
 """`trainer.<any Trainer argument>=value` on the command line, without Hydra's `+`.
 
-Hydra refuses an override of a key its config does not have unless it is written `+key=...`, so
-`trainer.num_sanity_val_steps=0` would be refused although it is a `lightning.Trainer` argument.
 Every ``trainer.X=V`` is passed on as ``++trainer.X=V`` (set, or add): the Trainer itself refuses
 an argument it does not take, naming it (``trainer.max_epoch=3``: `run/boundary.py`).
 """
