@@ -25,9 +25,9 @@ from my_project.machinery.callbacks.schedule_on_resume import ScheduleOnResume
 from my_project.machinery.errors import UserError
 from my_project.machinery.preflight import contract
 from my_project.machinery.reliability import signals
+from my_project.machinery.run.entry import with_trainer_arguments
 from my_project.machinery.run.hydra_errors import explain
 from my_project.machinery.run.predict import as_classes, classifier_of
-from my_project.machinery.run.trainer_arguments import with_trainer_arguments
 from my_project.machinery.tasks import binary_probabilities
 
 from .helpers import CONFIG_DIR, SEARCH_MACHINERY_CONFIGS, pinned

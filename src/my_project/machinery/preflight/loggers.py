@@ -34,13 +34,11 @@ def check_logger_settings(loggers: Mapping[str, Any] | None) -> None:
         unknown = sorted(k for k in entry if not str(k).startswith("_") and k not in accepted)
         if not unknown:
             continue
-        where = f"logger.{name}.{unknown[0]}"
-        if looks_secret(unknown[0]):
-            raise UserError(
-                f"`{where}` is not a setting of the wandb logger, and credentials do not belong "
-                "in the config: run `wandb login` once, or set the WANDB_API_KEY environment "
-                f"variable. Remove `{where}` from the command line or the config."
-            )
         close = difflib.get_close_matches(unknown[0], sorted(accepted), n=1)
-        hint = f" Did you mean `logger.{name}.{close[0]}`?" if close else ""
-        raise UserError(f"`{where}` is not a setting of the wandb logger.{hint}")
+        hint = f". Did you mean `logger.{name}.{close[0]}`?" if close else "."
+        if looks_secret(unknown[0]):
+            hint = (
+                ", and credentials do not belong in the config: run `wandb login` once, or set "
+                "the WANDB_API_KEY environment variable."
+            )
+        raise UserError(f"`logger.{name}.{unknown[0]}` is not a setting of the wandb logger{hint}")

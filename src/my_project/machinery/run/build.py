@@ -56,7 +56,7 @@ def build_group(cfg: DictConfig, key: str) -> list[Any]:
                 f"`{key}.{name}` has settings ({', '.join(f'{key}.{name}.{k}' for k in entry)}) "
                 f"but nothing to build: the {key} chosen ({chosen or 'none'}) does not include "
                 f"`{name}`. Choose it first, e.g. `{key}=[{'csv' if key == 'logger' else 'default'},"
-                f"{name}]`, then set `{key}.{name}.<key>=...`."
+                f"{name}]`."
             )
         with built_from(cfg, f"{key}.{name}"):
             built += instantiate_group({name: entry})
@@ -110,11 +110,7 @@ def model_for_data(cfg: DictConfig, datamodule: Any) -> Any:
     from ..preflight import contract
 
     cls = contract.model_class(cfg.model._target_)
-    given = {
-        str(k)
-        for k in cfg.model
-        if not str(k).startswith("_") and not OmegaConf.is_missing(cfg.model, k)
-    }
+    given = {str(k) for k in cfg.model if not OmegaConf.is_missing(cfg.model, k)}
     extra = contract.arguments_from_data(cls, given, contract.offered_model_kwargs(datamodule))
     return contract.instantiate_model(cfg.model, cls, extra)
 

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -30,7 +31,6 @@ from ..reliability import run_dir
 from ..reliability.disk_full import disk_full_error
 from ..reliability.secrets import mask_stderr
 from .hydra_errors import hydra_errors_as_user_errors
-from .trainer_arguments import with_trainer_arguments
 
 _early_signals: list[int] = []  # received before a job took over the signals
 
@@ -58,6 +58,12 @@ def _no_lightning_tips(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith("💡 Tip:")
 
 
+def with_trainer_arguments(overrides: Sequence[str]) -> list[str]:
+    """Each ``trainer.X=V`` as ``++trainer.X=V`` (set, or add): any Trainer argument without
+    Hydra's ``+``; the Trainer itself refuses one it does not take (`boundary.py`)."""
+    return ["++" + o if re.match(r"trainer\.\w+=", o) else o for o in overrides]
+
+
 def main(
     config_name: str,
     task: Callable[[DictConfig], Any],
@@ -73,7 +79,7 @@ def main(
     with _handled(lambda signum, _: _early_signals.append(signum)):
         try:
             args = list(sys.argv[1:]) if argv is None else argv(sys.argv[1:])
-            args = with_trainer_arguments(args)  # `trainer.<any Trainer argument>=...`, no `+`
+            args = with_trainer_arguments(args)
             run_dir.note_run_dirs_on_command_line(args)
         except UserError as error:
             report(error)
