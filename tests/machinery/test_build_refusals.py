@@ -104,7 +104,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "monitor mode that is not one",
         "train",
         "monitor_mode=maximum",
-        "`monitor_mode=maximum` (as callbacks.model_checkpoint.mode) was refused by "
+        "`monitor_mode=maximum` (in callbacks.model_checkpoint) was refused by "
         "lightning.pytorch.callbacks.ModelCheckpoint",
     ),
     (
@@ -340,7 +340,7 @@ def test_a_wandb_tag_longer_than_wandb_takes_is_refused_before_the_run(
         "train", [*DOCS_STYLE, "logger=default", f"tags=[{tag}]"], tmp_path / "logs", monkeypatch
     )
     message = one_paragraph_error(code, err)
-    assert f"`tags=[{tag}]` (as logger.wandb.tags) was refused" in message
+    assert f"`tags=[{tag}]` (in logger.wandb) was refused" in message
     assert "Tags must be between 1 and 64 characters" in message
     assert not (tmp_path / "logs").exists()
 

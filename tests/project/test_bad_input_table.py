@@ -224,7 +224,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "data folder that is a file",
         "train",
         "data=mnist paths.data_dir={file}",
-        "`paths.data_dir={file}` (as data.data_dir) was refused by "
+        "`paths.data_dir={file}` (in data) was refused by "
         "my_project.data.mnist.MNISTDataModule: NotADirectoryError",
     ),
     (
@@ -276,7 +276,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "monitor mode that is not one",
         "train",
         "monitor_mode=maximum",
-        "`monitor_mode=maximum` (as callbacks.model_checkpoint.mode)",
+        "`monitor_mode=maximum` (in callbacks.model_checkpoint)",
     ),
     (
         "checkpoints to keep below -1",

@@ -9,6 +9,7 @@ that starts the others (they would wait forever), a ``MASTER_PORT`` the processe
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -48,11 +49,9 @@ def multi_node_launcher() -> str | None:
     )
 
     for environment in (SLURMEnvironment, TorchElasticEnvironment, LSFEnvironment):
-        try:
+        with contextlib.suppress(Exception):  # LSF's detection reads files that may be missing
             if environment.detect():
                 return environment.__name__
-        except Exception:  # LSF's detection reads files that may be missing
-            continue
     by_hand = any(name in os.environ for name in ("NODE_RANK", "GROUP_RANK", "RANK"))
     return "MASTER_ADDR and a rank" if by_hand and "MASTER_ADDR" in os.environ else None
 
@@ -74,12 +73,8 @@ def check_nodes_launched(trainer: Mapping[str, Any]) -> None:
 def check_launch_environment(trainer: Any) -> None:
     """The port the processes of a multi-process run meet at (a bad one fails when the launcher
     starts, after the run directory is written). Only the built Trainer knows their number."""
-    port = os.environ.get("MASTER_PORT")
-    if (
-        trainer.world_size > 1
-        and port is not None
-        and not (port.isdigit() and 0 < int(port) < 65536)
-    ):
+    port = os.environ.get("MASTER_PORT", "1")
+    if trainer.world_size > 1 and not (port.isdigit() and 0 < int(port) < 65536):
         raise UserError(
             f"This run starts {trainer.world_size} processes, which meet at MASTER_ADDR:"
             f"MASTER_PORT, but MASTER_PORT={port!r} is not a TCP port (a whole number 1-65535). "

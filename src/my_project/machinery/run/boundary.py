@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -88,16 +86,14 @@ def describe(error: BaseException) -> str:
 
 def typed_under(cfg: DictConfig, node: str) -> list[tuple[str, str]]:
     """(key, as shown) of the overrides typed under ``node`` (``+trainer.foo=1``), else for a key
-    a value under it takes (``monitor_mode=maximum``, as ``${monitor_mode}``), else the choice
+    a value under it takes (``monitor_mode=maximum``, in ``${monitor_mode}``), else the choice
     of ``node`` itself (``model=...``)."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
         return []
-    raw: Any = OmegaConf.to_container(cfg, resolve=False)
-    for part in node.split("."):
-        raw = raw.get(part) if isinstance(raw, dict) else None
-    sources = dict(_references(raw, node))
+    found = OmegaConf.select(cfg, node, default=None)
+    text = OmegaConf.to_yaml(found) if OmegaConf.is_config(found) else ""  # `${...}` kept
     inside, choices, referenced = [], [], []
     for override in HydraConfig.get().overrides.task:
         key, shown = override_key(override).replace("/", "."), f"`{override.lstrip('+')}`"
@@ -105,21 +101,9 @@ def typed_under(cfg: DictConfig, node: str) -> list[tuple[str, str]]:
             inside.append((key, shown))
         elif key == node:  # `model=classifier`: the choice of the config, not a value in it
             choices.append((key, shown))
-        elif key in sources:
-            referenced.append((sources[key], f"{shown} (as {sources[key]})"))
+        elif "${" + key + "}" in text:
+            referenced.append((node, f"{shown} (in {node})"))
     return inside or referenced or choices
-
-
-def _references(raw: Any, key: str) -> Iterator[tuple[str, str]]:
-    """(referenced key, key of the value) for every ``${...}`` under ``raw``."""
-    if isinstance(raw, dict):
-        for name, value in raw.items():
-            yield from _references(value, f"{key}.{name}")
-    elif isinstance(raw, list):
-        for value in raw:
-            yield from _references(value, key)
-    elif isinstance(raw, str):
-        yield from ((ref, key) for ref in re.findall(r"\$\{([\w.]+)\}", raw))
 
 
 def _target_of(cfg: DictConfig, key: str) -> str | None:
