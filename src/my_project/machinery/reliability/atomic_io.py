@@ -124,6 +124,4 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if not isinstance(get_filesystem(path), LocalFileSystem):
             super().save_checkpoint(checkpoint, path, storage_options)
             return
-        if storage_options is not None:
-            raise TypeError(f"{type(self).__name__} takes no storage_options for local files.")
         atomic_torch_save(checkpoint, path)

@@ -108,11 +108,9 @@ def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | No
     """`last`: :func:`newest_checkpoint` of this run, else the newest sibling run's last.ckpt."""
     if ckpt_path != LAST:
         return ckpt_path
-    found = newest_checkpoint(output_dir)
-    if found is None:
-        found = newest(list(output_dir.parent.glob("*/checkpoints/last.ckpt")))
-        if found is not None:
-            print(f"ckpt_path=last: continuing from {found}, the newest run's last checkpoint.")
+    found = newest_checkpoint(output_dir) or newest(
+        list(output_dir.parent.glob("*/checkpoints/last.ckpt"))
+    )
     if found is None:
         raise UserError(
             f"ckpt_path=last: there is no checkpoints/last.ckpt in {output_dir} nor in any other "
@@ -130,10 +128,8 @@ def keep_csv_history(loggers: list[Any], resumed_step: int) -> None:
     if not is_rank_zero():
         return
     for logger in loggers:
-        if not isinstance(logger, CSVLogger):
-            continue
-        path = Path(logger.log_dir) / "metrics.csv"
-        if not path.is_file():
+        path = Path(logger.log_dir) / "metrics.csv" if isinstance(logger, CSVLogger) else None
+        if path is None or not path.is_file():
             continue
         with open(path, newline="") as handle:
             reader = csv.DictReader(handle)

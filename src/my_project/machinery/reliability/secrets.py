@@ -1,12 +1,10 @@
 """Secrets (API keys, tokens, passwords) never reach the screen or the run directory.
 
-A config key or environment variable "looks secret" when its name has a word such as ``token``,
-``secret``, ``password`` or a pair such as ``api_key``. Structured data (the config, logged
-hyperparameters, Hydra's `.hydra/` record) has the values of such keys replaced by ``***``.
-Text (stderr, wandb's record of the command line) has this run's secret values replaced
-wherever they occur: those under secret-looking keys of its config (at least 3 characters:
-shorter ones would mask ordinary words), and secret-looking environment variables
-(``WANDB_API_KEY``) of at least 8. Only omegaconf and yaml are imported here.
+A key "looks secret" when its name has a word such as ``token`` or a pair such as ``api_key``.
+Structured data (the config, hyperparameters, Hydra's `.hydra/` record) has such keys' values
+replaced by ``***``; text (stderr, wandb's record of the command line) has this run's secret
+values replaced wherever they occur: those under secret-looking keys of its config (3
+characters or more) and secret-looking environment variables (8 or more).
 """
 
 from __future__ import annotations

@@ -109,9 +109,8 @@ def _handled(handler: Any = None) -> Iterator[None]:
 
 
 def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
-    """``task`` as a Hydra job: its run directory named at once (before torch is imported);
-    SIGTERM and Ctrl-C stop it cleanly; a UserError becomes one paragraph and its exit status,
-    and takes the run directory Hydra made with it."""
+    """``task`` as a Hydra job: its run directory named at once; a UserError as one paragraph and
+    its exit status, taking the run directory Hydra made with it."""
 
     @functools.wraps(task)
     def job(cfg: DictConfig) -> Any:
@@ -135,24 +134,20 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
 
 
 def _stop_if_signalled() -> None:
-    """A stop signal that came before the job took over the signals (while Hydra composed the
-    config, made the run directory): one line, and no run directory left."""
+    """A stop signal that came before the job took over the signals: one line, no run directory."""
     if _early_signals:
         remove_untouched_run_dir(nothing_ran=True)
         run_dir.remove_untouched_sweep_dirs()
         if is_rank_zero():
             name = signal.Signals(_early_signals[0]).name.replace("SIGINT", "Ctrl-C")
-            print(
-                f"\nStopped by {name} before the run began; nothing of it is kept.", file=sys.stderr
-            )
+            print(f"\nStopped by {name} before the run began; nothing is kept.", file=sys.stderr)
         sys.exit(128 + _early_signals[0])
 
 
 @contextlib.contextmanager
 def stop_signals() -> Iterator[None]:
-    """SIGTERM and Ctrl-C as stop requests for the job's duration; one that arrives outside
-    training (nothing to save), or arrived before they were taken over, ends the job at once
-    with 128 + the signal number."""
+    """SIGTERM and Ctrl-C as stop requests for the job's duration; one outside training (nothing
+    to save) ends the job at once, with 128 + the signal number."""
     from ..reliability import signals
 
     with _handled():
@@ -177,9 +172,8 @@ def job_output_dir() -> str | None:
 
 
 def remove_untouched_run_dir(nothing_ran: bool = False) -> None:
-    """The run directory, if this process made it and it holds only Hydra's own files; when
-    ``nothing_ran``, in a run directory that was there before (`resume=`), Hydra's record of
-    this command, if this process made it."""
+    """The run directory, if this process made it and it holds only Hydra's files; else, when
+    ``nothing_ran``, Hydra's record of this command (a `resume=`'s), if this process made it."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized() or not is_rank_zero():

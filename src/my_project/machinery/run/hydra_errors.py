@@ -1,11 +1,9 @@
 """Hydra's own errors, before a job runs, as one paragraph and exit status 2.
 
-What fails while Hydra reads the command line, composes the config, makes the run directory and
-its log file, or starts a launcher (a key that does not exist, a broken YAML file, a malformed
-override, a place it cannot write, a launcher that cannot run here) is bad input: the error's
-own message on one line instead of Hydra's report and exit status 1. A misspelt key gets the
-closest keys there (Hydra's advice, ``+key=...``, adds it: for a typo, never what was meant).
-Errors of a job itself pass through (`entry.as_job` has said its bad input already).
+What fails while Hydra reads the command line, composes the config, makes the run directory or
+starts a launcher (a key that does not exist, broken YAML, a place it cannot write) is bad input:
+the error's own message on one line, a misspelt key with the closest keys. A job's own errors
+pass through (`entry.as_job` has said its bad input already).
 """
 
 from __future__ import annotations
@@ -27,11 +25,9 @@ _JOB_FRAME = (f"{__package__}.entry", "job")  # `entry.as_job`'s wrapper: the jo
 
 @contextlib.contextmanager
 def hydra_errors_as_user_errors() -> Iterator[None]:
-    """Hydra's errors before (and around) the job as one paragraph, for the duration.
-
-    Hydra has no public hook for how it reports errors: every step of its command line runs
-    inside ``hydra._internal.utils.run_and_report`` (looked up on its module at each call),
-    which prints and exits 1. That function is wrapped here (private: hydra-core 1.3)."""
+    """Hydra's errors around the job as one paragraph, for the duration. Hydra has no public
+    hook for them: its private ``hydra._internal.utils.run_and_report`` (hydra-core 1.3), which
+    prints and exits 1, is wrapped."""
     import hydra._internal.utils as hydra_utils
 
     original = hydra_utils.run_and_report
