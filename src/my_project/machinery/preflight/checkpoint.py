@@ -72,9 +72,8 @@ def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
 
 
 def check_finite(ckpt_path: str, weights: dict[str, Any]) -> None:
-    """``weights`` (a model's parameters) holding NaN or inf are a UserError: every result
-    computed with them is meaningless. Buffers may hold inf (a mask). A sum in float64 is NaN or
-    inf exactly when a float32, float16 or bfloat16 weight is."""
+    """``weights`` (a model's parameters, not its buffers: a mask may hold inf) holding NaN or
+    inf are a UserError (a float64 sum is not finite exactly when one of them is not)."""
     from torch import Tensor, float64
 
     bad = [
@@ -88,8 +87,7 @@ def check_finite(ckpt_path: str, weights: dict[str, Any]) -> None:
         raise UserError(
             f"{ckpt_path} holds non-finite weights (NaN or inf in {', '.join(bad[:3])}"
             f"{' ...' if len(bad) > 3 else ''}), so whatever is computed with them is "
-            "meaningless. Use an earlier checkpoint of its run (a run stopped by a non-finite "
-            "loss keeps its last good last.ckpt)."
+            "meaningless. Use an earlier checkpoint of its run."
         )
 
 

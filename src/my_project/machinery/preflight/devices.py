@@ -1,10 +1,8 @@
 """What the devices a run asks for need of this machine, said before the run starts.
 
-Lightning refuses a strategy or accelerator name that does not exist, a number of devices it
-cannot use and `dp` on several nodes itself when the Trainer is built (`run/boundary.py` names the
-key). Checked here is what it says without naming what to run instead (a GPU this machine lacks,
-as a project generated for GPUs meets on a laptop), or lets through: several nodes with nothing
-that starts the others (they would wait forever), a ``MASTER_PORT`` the processes cannot meet at.
+What Lightning says without naming what to run instead (a GPU this machine lacks, as a project
+generated for GPUs meets on a laptop), or lets through: several nodes with nothing that starts
+the others (they would wait forever), a ``MASTER_PORT`` the processes cannot meet at.
 """
 
 from __future__ import annotations
@@ -83,8 +81,7 @@ def check_launch_environment(trainer: Any) -> None:
 
 
 def check_precision_kept(asked: Any, trainer: Any) -> None:
-    """float16 autocast asked for where Lightning runs bfloat16 instead (on the CPU): Lightning
-    only warns, and the run would compute in another precision than its config says."""
+    """float16 autocast asked for where Lightning only warns and runs bfloat16 (on the CPU)."""
     if str(asked) in ("16", "16-mixed") and str(trainer.precision) != "16-mixed":  # 16: its alias
         raise UserError(
             f"trainer.precision={asked} asks for float16 autocast, which Lightning does not run "

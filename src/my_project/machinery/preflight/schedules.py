@@ -40,17 +40,14 @@ def try_schedule(node: Mapping[str, Any], trainer: Mapping[str, Any]) -> None:
     nested = [item for v in kwargs.values() for item in (v if isinstance(v, list) else [v])]
     if any(n not in kwargs for n in needed) or any(isinstance(v, Mapping) for v in nested):
         return
-    limits = [
-        v
-        for v in (trainer.get("max_epochs"), trainer.get("max_steps"))
-        if isinstance(v, int) and v >= 0
-    ]
+    given = (trainer.get("max_epochs"), trainer.get("max_steps"))
+    steps = min([*(v for v in given if isinstance(v, int) and v >= 0), 100])
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "lr_scheduler.step() before optimizer.step()"
         scheduler = cls(optimizer, **kwargs)
         plateau = isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
-        for _ in range(min([*limits, 100])):
+        for _ in range(steps):
             if plateau:
                 scheduler.step(0.0)  # a metric that never improves: the most it reduces
             else:

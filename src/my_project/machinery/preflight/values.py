@@ -51,11 +51,10 @@ def check_values(cfg: DictConfig, resolved: Mapping[str, Any]) -> None:
                 f"them. Add it as the file's first line, as in configs/{key}/{files[0].name}."
             )
     check_config_types(resolved)
-    errors = named_value_errors(resolved) + folder_errors(resolved)
-    if errors:
+    if errors := named_value_errors(resolved):
         raise UserError(
-            f"Value out of range in the config: {'; '.join(errors)}. Fix it on the command line "
-            "or in configs/."
+            f"Bad value in the config: {'; '.join(errors)}. Fix it on the command line or in "
+            "configs/."
         )
 
 
@@ -144,8 +143,8 @@ def _at_least(least: int, whole: bool = True) -> Callable[[Any], bool]:
     return lambda v: v >= least and (isinstance(v, int) or not whole)
 
 
-# By key name, anywhere in the config: (name, what is allowed, the test). The Trainer takes
-# these as they are and fails inside its loop; an optimizer is built only once training starts.
+# By key name, anywhere in the config: (name, what is allowed, the test of a number). The Trainer
+# takes these as they are and fails inside its loop; an optimizer is built once training starts.
 _AT_LEAST_ONE = "(.+_)?batch_size|log_every_n_steps|accumulate_grad_batches|check_val_every_n_epoch"
 _RATES = "(.+_)?(lr|learning_rate)|weight_decay|gradient_clip_val"
 _RULES: list[tuple[str, str, Callable[[Any], bool]]] = [
@@ -156,28 +155,22 @@ _RULES: list[tuple[str, str, Callable[[Any], bool]]] = [
     ("(.+_)?fraction", "a fraction in [0.0, 1.0]", lambda v: 0 <= v <= 1),
     ("val_check_interval", "a fraction of an epoch or a number of batches > 0", lambda v: v > 0),
 ]
+_FOLDER = "dir|dirpath|.+_dir"  # empty: the current directory (an environment variable set empty?)
 
 
 def named_value_errors(config: Any) -> list[str]:
     """Values of `batch_size`, `lr`, `num_workers`, `*_fraction`... keys anywhere in ``config``
-    out of range or not finite (inf passes `>= 0`; the run would end in NaNs)."""
-    return [
+    out of range or not finite (inf passes `>= 0`; the run would end in NaNs); empty folders."""
+    errors = [
+        f"`{where}=` is empty: name a folder"
+        for where, key, value in _walk(config)
+        if re.fullmatch(_FOLDER, key) and isinstance(value, str) and not value.strip()
+    ]
+    return errors + [
         f"`{where}={value!r}` must be {allowed}"
         for where, key, value in _walk(config)
         for name, allowed, valid in _RULES
         if re.fullmatch(name, key.lower())
         and _number(value)
         and not (math.isfinite(value) and valid(value))
-    ]
-
-
-def folder_errors(config: Mapping[str, Any]) -> list[str]:
-    """Folders (`*_dir`, `dir`, `dirpath` keys) given empty: the current directory, or the root
-    below it (an empty environment variable behind it)."""
-    return [
-        f"`{where}=` is empty: give it a folder, or unset the variable behind it"
-        for where, key, value in _walk(config)
-        if (key in ("dir", "dirpath") or key.endswith("_dir"))
-        and isinstance(value, str)
-        and not value.strip()
     ]

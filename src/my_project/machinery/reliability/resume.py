@@ -34,13 +34,10 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     if not resume:
         return list(argv)
     run_dir = Path(resume[-1].split("=", 1)[1]).expanduser()
-    # The newest command of the run: its start's, or that of its latest resume (which may have
-    # asked for more epochs: resuming again continues from there).
-    records = [run_dir / ".hydra", *sorted((run_dir / ".hydra").glob("resume_*"))]
-    saved_path = next(
-        (r / "overrides.yaml" for r in reversed(records) if (r / "overrides.yaml").is_file()),
-        run_dir / ".hydra" / "overrides.yaml",
-    )
+    # The newest command of the run: its latest resume's (which may have asked for more
+    # epochs: resuming again continues from there), else its start's.
+    first = run_dir / ".hydra" / "overrides.yaml"
+    saved_path = max(run_dir.glob(".hydra/resume_*/overrides.yaml"), default=first)
     problem = (
         "no such run directory"
         if not run_dir.is_dir()

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..config import config_dir, shown_path
 from ..distributed import die_with_launcher, is_rank_zero
-from ..errors import UserError, report, user_error_in
+from ..errors import UserError, report, report_user_errors, user_error_in
 from ..reliability import run_dir
 from ..reliability.disk_full import disk_full_error
 from ..reliability.secrets import mask_stderr
@@ -40,11 +40,7 @@ def register() -> None:
     Lightning prints that is not about the run."""
     # Lightning 2.6's `_pytree.py` builds torch's deprecated `LeafSpec` on every step: a
     # FutureWarning in every run that nobody can act on.
-    warnings.filterwarnings(
-        "ignore",
-        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-        category=FutureWarning,
-    )
+    warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)`", FutureWarning)
     # Every Trainer logs an advertisement ("💡 Tip: ... litlogger"), with no switch to turn it off.
     rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if _no_lightning_tips not in rank_zero_log.filters:
@@ -77,19 +73,18 @@ def main(
     mask_stderr()
     _early_signals.clear()
     with _handled(lambda signum, _: _early_signals.append(signum)):
-        try:
-            args = list(sys.argv[1:]) if argv is None else argv(sys.argv[1:])
-            args = with_trainer_arguments(args)
-            run_dir.note_run_dirs_on_command_line(args)
-        except UserError as error:
-            report(error)
-            sys.exit(error.exit_code)
-        sys.argv[1:] = args
+        sys.argv[1:] = report_user_errors(_command_line)(argv)
         with hydra_errors_as_user_errors():
             config_path = str(config_dir())
             hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(
                 as_job(task)
             )()
+
+
+def _command_line(argv: Callable[[Sequence[str]], list[str]] | None) -> list[str]:
+    args = with_trainer_arguments(sys.argv[1:] if argv is None else argv(sys.argv[1:]))
+    run_dir.note_run_dirs_on_command_line(args)
+    return args
 
 
 @contextlib.contextmanager
