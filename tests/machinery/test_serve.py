@@ -98,25 +98,23 @@ def test_answers_equal_predict_py_on_the_same_inputs(
     checkpoint: Path, server: Server, tmp_path: Path
 ) -> None:
     inputs = split_inputs()
-    np.save(tmp_path / "x.npy", inputs)
     result = run_entry(
         "predict",
         *DOCS_STYLE_EVAL,
         f"ckpt_path={checkpoint}",
-        f"input_path={tmp_path / 'x.npy'}",
         f"hydra.run.dir={tmp_path / 'predict'}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = (tmp_path / "predict" / "predictions.csv").read_text().splitlines()
     # a classifier without predict_step: its class and the probability of each class
-    assert rows[0] == "index,prediction,prob_0,prob_1,prob_2,prob_3"
-    written = np.array([[float(v) for v in row.split(",")[2:]] for row in rows[1:]])
+    assert rows[0] == "index,target,prediction,prob_0,prob_1,prob_2,prob_3"
+    written = np.array([[float(v) for v in row.split(",")[3:]] for row in rows[1:]])
 
     status, answer = server.predict({"inputs": inputs.tolist()})  # all 89 in one request
     assert status == 200 and list(answer) == ["prediction", "prob"]
     served = np.array(answer["prob"])
     assert served.shape == (89, 4)
-    assert answer["prediction"] == [int(row.split(",")[1]) for row in rows[1:]]
+    assert answer["prediction"] == [int(row.split(",")[2]) for row in rows[1:]]
     assert np.abs(served - written).max() <= 1e-6  # predict.py writes 6 decimals
     expected = torch.softmax(torch.from_numpy(logits(checkpoint, inputs)), dim=1).numpy()
     assert np.abs(served - expected).max() <= 1e-5

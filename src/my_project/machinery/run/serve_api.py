@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 
 from ..errors import UserError
 from .boundary import describe
-from .predict import as_inputs, like_data, named_outputs
+from .predict import like_data, named_outputs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,7 +36,8 @@ def shown(shape: Sequence[int], dtype: str) -> str:
 
 def request_inputs(body: Any, shape: tuple[int, ...], dtype: str) -> tuple[np.ndarray, bool]:
     """The inputs of a request (its raw body, or its JSON already parsed) as an array shaped
-    ``(N, *shape)``, and whether it held a single input; else an HTTPException (422)."""
+    ``(N, *shape)`` (``(N, H, W)`` for one channel too), and whether it held a single input;
+    else an HTTPException (422)."""
     import numpy as np
 
     # (no doubled braces: generated projects must hold no Jinja-looking text)
@@ -46,12 +47,16 @@ def request_inputs(body: Any, shape: tuple[int, ...], dtype: str) -> tuple[np.nd
         if set(payload) != {"inputs"}:
             raise KeyError(f"keys {sorted(payload)}, not 'inputs'")
         array = np.asarray(payload["inputs"], dtype=np.float32)
-        single = array.shape in (shape, shape[1:] if len(shape) == 3 and shape[0] == 1 else shape)
-        return as_inputs(array, shape, "The request").astype(dtype, copy=False), single
-    except UserError as error:
-        raise HTTPException(422, str(error)) from error
     except (ValueError, TypeError, KeyError) as error:
         raise HTTPException(422, f"The request cannot be read: {describe(error)} {send}") from error
+    short = shape[1:] if len(shape) == 3 and shape[0] == 1 else shape  # no channel axis
+    single = array.shape in (shape, short)
+    array = array.reshape(-1, *shape) if single or array.shape[1:] == short else array
+    if array.shape[1:] != shape or not len(array):
+        raise HTTPException(422, f"The request holds inputs of shape {array.shape}. {send}")
+    if not np.isfinite(array).all():
+        raise HTTPException(422, f"The request has NaN or infinite values. {send}")
+    return array.astype(dtype, copy=False), single
 
 
 def answer(model: Any, inputs: torch.Tensor, example: Any, task: str | None) -> dict[str, Any]:
