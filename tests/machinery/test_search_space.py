@@ -33,7 +33,7 @@ def test_sweep_syntax_becomes_optuna_distributions_and_plain_values_stay_fixed()
         "model.optimizer.weight_decay": FloatDistribution(0.0, 0.1),
         "data.batch_size": CategoricalDistribution([32, 64, 128]),
         "model/net": CategoricalDistribution(["mlp", "cnn"]),
-        "width": IntDistribution(32, 256, step=32),
+        "width": CategoricalDistribution(list(range(32, 257, 32))),
         "layers": IntDistribution(1, 8, log=True),
     }
     assert space.fixed == ["trainer.max_epochs=3"]

@@ -170,15 +170,6 @@ def test_a_bad_request_fails_alone_among_concurrent_good_ones(server: Server) ->
 
 
 @pytest.mark.slow
-def test_info_says_what_to_send(server: Server, checkpoint: Path) -> None:
-    status, body = server.request("GET", "/info")
-    assert status == 200
-    model = json.loads(body)["model"]
-    assert model["model"] == "LitClassifier" and model["checkpoint"] == str(checkpoint)
-    assert model["request"] == 'POST /predict {"inputs": [...]}, inputs shaped (N, 16) float32'
-
-
-@pytest.mark.slow
 def test_eight_clients_of_200_requests_lose_none(checkpoint: Path, server: Server) -> None:
     """Concurrent clients, batched by the server: every request answered, each with its own
     inputs' answer. Prints the throughput and latency (run with -s to see them)."""

@@ -1,9 +1,9 @@
 """Hydra's sweep syntax as an Optuna search space, and sampled values back as overrides.
 
 The syntax is the one `hydra.sweeper.params` and the command line share (Hydra's override
-grammar): ``choice(a, b)`` or ``a,b`` (categorical), ``range(start, stop, step)`` (stop
-excluded, as in Hydra), ``interval(low, high)`` (float; ``int(interval(...))`` for integers)
-and ``tag(log, interval(...))`` (log scale). Anything else is a value every trial gets.
+grammar): ``interval(low, high)`` (float; ``int(interval(...))`` for integers) and
+``tag(log, interval(...))`` (log scale); any other sweep (``choice(a, b)``, ``a,b``,
+``range(...)``) is categorical. Anything else is a value every trial gets.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import IntervalSweep, RangeSweep, Transformer
+from hydra.core.override_parser.types import IntervalSweep, Transformer
 
 if TYPE_CHECKING:
     from hydra.core.config_loader import ConfigLoader
@@ -34,14 +34,11 @@ class SearchSpace:
     choice_texts: dict[str, dict[Any, str]] = field(default_factory=dict)
 
     def overrides(self, params: Mapping[str, Any]) -> list[str]:
-        """The job's overrides: the fixed ones, then ``key=value`` for each sampled value."""
-        sampled = [f"{key}={self._text(key, value)}" for key, value in params.items()]
+        """The job's overrides: the fixed ones, then ``key=value`` for each sampled value (a
+        choice's text; an int or a float as its repr, which round-trips: 1e-05, 0.0123)."""
+        texts = self.choice_texts
+        sampled = [f"{k}={texts[k][v] if k in texts else repr(v)}" for k, v in params.items()]
         return [*self.fixed, *sampled]
-
-    def _text(self, key: str, value: Any) -> str:
-        if key in self.choice_texts:
-            return self.choice_texts[key][value]
-        return repr(value)  # an int or a float: repr round-trips (1e-05, 0.0123)
 
 
 def search_space(
@@ -71,14 +68,7 @@ def search_space(
                 space.distributions[key] = IntDistribution(value.start, value.end, log=log)
             else:
                 space.distributions[key] = FloatDistribution(value.start, value.end, log=log)
-        elif isinstance(value, RangeSweep) and all(
-            isinstance(v, int) for v in (value.start, value.stop, value.step)
-        ):  # Hydra's values (stop excluded) as an integer distribution
-            values = range(int(value.start or 0), int(value.stop or 0), int(value.step or 1))
-            if not values:
-                raise ValueError(f"{override.input_line} holds no value")
-            space.distributions[key] = IntDistribution(values[0], values[-1], step=values.step)
-        else:  # choice(...), a,b,c, glob(...), a range of floats
+        else:  # choice(...), a,b,c, range(...), glob(...)
             texts: dict[Any, str] = {}
             for element in override.sweep_iterator():
                 held = element if isinstance(element, _PLAIN) else Transformer.str(element)

@@ -51,14 +51,9 @@ class OptunaSweeper(Sweeper):
         pruner: Any = None,  # null: never prune
         enqueue: Sequence[Mapping[str, Any]] = (),  # parameter sets to run first
     ) -> None:
-        self.params, self.enqueue = plain(params or {}), [plain(p) for p in enqueue]
-        self.direction, self.n_trials = direction, n_trials
-        self.study_name, self.storage, self.sampler, self.pruner = (
-            study_name,
-            storage,
-            sampler,
-            pruner,
-        )
+        self.params, self.enqueue = dict(plain(params) or {}), list(plain(enqueue))
+        self.direction, self.n_trials, self.study_name = direction, n_trials, study_name
+        self.storage, self.sampler, self.pruner = storage, sampler, pruner
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -81,11 +76,7 @@ class OptunaSweeper(Sweeper):
             bad_input(f"The search settings (hydra.sweeper) cannot work: {error}")
         for running in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             study.tell(running.number, state=TrialState.FAIL)  # a killed search's: not counted
-            print(
-                f"Trial {running.number} was interrupted when this search last stopped: marked "
-                "failed (its run directory stays); the search goes on.",
-                flush=True,
-            )
+            print(f"Trial {running.number} was interrupted: marked failed.", flush=True)
         for params in self.enqueue:  # once: a resumed search finds them in the study
             study.enqueue_trial(params, skip_if_exists=True)
         while len(finished(study)) < self.n_trials:
@@ -95,9 +86,6 @@ class OptunaSweeper(Sweeper):
             sampled = ", ".join(f"{key}={value}" for key, value in frozen.params.items())
             result = "" if frozen.value is None else f" {self.metric}={frozen.value:.4g}"
             print(f"Trial {trial.number} {state.name.lower()}:{result} ({sampled})", flush=True)
-        states = [trial.state.name.lower() for trial in study.trials]
-        counts = ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
-        print(f"{len(states)} trials in the study ({counts}).", flush=True)
         if any(t.state == TrialState.COMPLETE for t in study.trials):
             best = study.best_trial
             record = {
@@ -188,9 +176,6 @@ def bad_input(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """A config mapping as plain Python values, as Optuna stores them."""
-    return {
-        str(key): OmegaConf.to_object(value) if OmegaConf.is_config(value) else value
-        for key, value in mapping.items()
-    }
+def plain(value: Any) -> Any:
+    """A config as plain Python values, as Optuna stores them."""
+    return OmegaConf.to_object(value) if OmegaConf.is_config(value) else value

@@ -1,12 +1,9 @@
 """Optuna pruning: report the searched metric after every validation, stop hopeless trials.
 
-optuna-integration's ``PyTorchLightningPruningCallback`` wants the Optuna trial in every
-process (a DDP child started by `trainer.devices=2` has none), and raises ``TrialPruned`` out
-of ``fit``, so a pruned run ends as a failure: no test, no ``metrics.json``. This callback
-reports from global rank 0 only, broadcasts the pruner's answer, and sets
-``trainer.should_stop`` on every rank together: a pruned trial ends like an early-stopped run.
-The sweeper (`hydra_plugins/my_project_optuna`) runs each job in this process and puts its
-trial in :data:`TRIALS`; a pruned trial gets the user attribute ``pruned_at_epoch``.
+Unlike optuna-integration's ``PyTorchLightningPruningCallback`` (the trial in every process,
+``TrialPruned`` raised out of ``fit``), this reports from rank 0 only and stops every rank
+together: a pruned trial ends like an early-stopped run, tested, with its ``metrics.json``.
+The sweeper (`hydra_plugins/my_project_optuna`) puts each job's trial in :data:`TRIALS`.
 """
 
 from __future__ import annotations

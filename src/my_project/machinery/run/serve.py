@@ -5,7 +5,7 @@ run that wrote the checkpoint, its ``predict_step`` given a batch shaped as the 
 ``forward``: a classifier's outputs as class and probabilities), on the device and in the
 precision the trainer config names. Concurrent requests are predicted in batches; a bad
 request gets a 4xx, and the server goes on (`serve_api.py`). ``GET /health`` says ``ok`` once
-the model is loaded; ``GET /info`` what to send. Ctrl-C or SIGTERM stop it.
+the model is loaded. Ctrl-C or SIGTERM stop it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ def serve(cfg: DictConfig) -> None:
     """Check, load the checkpoint's model, and serve it until stopped."""
     require_extra(("litserve",), "serve", "serve.py")
     import litserve as ls
+    from lightning_utilities.core.apply_func import apply_to_collection
+    from torch import Tensor
 
     from .. import preflight
     from ..config import print_config_tree
@@ -49,11 +51,13 @@ def serve(cfg: DictConfig) -> None:
     model = build.load_model(cfg.model._target_, ckpt_path).eval()
     batch = first_batch(split_loaders(cfg, model), cfg)
     shape, dtype = signature_of(inputs_of(batch), type(model).__name__)
-    example = one_row(batch) if own_predict_step(model) else None
+    # the first sample, for a batch shaped as the data's (`like_data`)
+    example = (
+        apply_to_collection(batch, Tensor, lambda t: t[:1]) if own_predict_step(model) else None
+    )
     task = None if example is not None else classifier_of(model, batch)
     check_answers(model, shape, dtype, example, task)
     devices = OmegaConf.to_object(cfg.trainer).get("devices", "auto")  # type: ignore[union-attr]
-    request = '{"inputs": [...]}'
     try:  # LitServe's own checks of its settings
         api = CheckpointAPI(
             cfg.model._target_, ckpt_path, shape, dtype, example, task, cfg.trainer.precision,
@@ -68,11 +72,6 @@ def serve(cfg: DictConfig) -> None:
             middlewares=[
                 (RequestCheck, {"shape": shape, "dtype": dtype, "max_bytes": cfg.max_request_bytes})
             ],
-            model_metadata={
-                "checkpoint": ckpt_path,
-                "model": type(model).__name__,
-                "request": f"POST /predict {request}, inputs shaped {shown(shape, dtype)}",
-            },
         )
     except (ValueError, TypeError) as error:
         raise UserError(
@@ -84,12 +83,8 @@ def serve(cfg: DictConfig) -> None:
     print_config_tree(config)
     print_config_tree(config, save_to=output_dir / "config_tree.log")
     url = f"http://{'localhost' if cfg.host == '127.0.0.1' else cfg.host}:{cfg.port}"
-    print(
-        f"Serving {type(model).__name__} of {ckpt_path} at {url}/predict: POST {request} with "
-        f"inputs shaped {shown(shape, dtype)}; GET {url}/health says ok once it is ready. "
-        "Ctrl-C stops it.",
-        flush=True,
-    )
+    send = 'POST {"inputs": [...]}, inputs shaped ' + shown(shape, dtype)
+    print(f"Serving {type(model).__name__} of {ckpt_path} at {url}/predict: {send}.", flush=True)
     with stops_as_litserve_expects():  # run, until stopped
         server.run(
             host=cfg.host, port=cfg.port, log_level=cfg.log_level, generate_client_file=False
@@ -125,13 +120,6 @@ def check_answers(model: Any, shape: tuple[int, ...], dtype: str, example: Any, 
         ) from error
 
 
-def one_row(batch: Any) -> Any:
-    """The first sample of a batch, as a batch (what ``like_data`` copies shapes from)."""
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(part[:1] for part in batch)
-    return batch[:1] if hasattr(batch, "shape") else batch
-
-
 def check_address(host: Any, port: Any) -> None:
     """What LitServe checks only once it runs, and a port already taken."""
     if host not in HOSTS or isinstance(port, bool) or not isinstance(port, int) or port < 1024:
@@ -152,15 +140,11 @@ def check_address(host: Any, port: Any) -> None:
 
 @contextlib.contextmanager
 def stops_as_litserve_expects() -> Iterator[None]:
-    """SIGTERM and Ctrl-C stop the server as LitServe stops on Ctrl-C, then end the job as a
-    stopped job ends (exit status 128 + the signal number, `entry.stop_signals`).
-
-    LitServe shuts its processes down when ``KeyboardInterrupt`` reaches its ``run``; another
-    exception there leaves its process manager mid-call and hangs. So both signals raise
-    ``KeyboardInterrupt`` here; a second one ends the server's processes and this one at once.
-    The HTTP processes LitServe forks start with the default handlers, which uvicorn expects.
-    LitServe's worker-monitoring thread, which may still poll the process manager LitServe is
-    shutting down, is not heard from once the stop began (it reported a `BrokenPipeError`).
+    """SIGTERM and Ctrl-C stop the server as LitServe stops on Ctrl-C (``KeyboardInterrupt``
+    in its ``run``: another exception there hangs it), then end the job as a stopped job ends
+    (exit status 128 + the signal number); a second signal ends every process at once. The HTTP
+    processes LitServe forks keep the default handlers, which uvicorn expects; LitServe's
+    monitoring thread, which reports a `BrokenPipeError` once the stop began, is not heard.
     """
     import multiprocessing
 

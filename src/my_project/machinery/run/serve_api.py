@@ -1,10 +1,8 @@
 """What serve.py's server does with a request: ``{"inputs": X}``, X one input shaped like the
-model's (or a batch of them), answered with what predict.py writes for them, by name (a dict's
-keys; a bare tensor is ``prediction`` for one value a sample, else ``output``), a row per input.
-
-LitServe runs :class:`CheckpointAPI` in an inference worker; concurrent requests are predicted
-together. It answers a worker's exception with a 500 for every request of the batch, so a bad
-request never reaches one: :class:`RequestCheck`, in the HTTP process, answers it alone (422).
+model's (or a batch of them), answered with what predict.py writes for them, by name, a row per
+input. LitServe answers an exception in its worker with an error for every request of the
+batch, so a bad request never reaches one: :class:`RequestCheck`, in the HTTP process, answers
+it alone (422).
 """
 
 from __future__ import annotations
