@@ -6,7 +6,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from hydra_plugins.my_project_optuna._search_space import search_space
+from hydra_plugins.my_project_optuna.sweeper import search_space
 
 
 def parsed_values(overrides: list[str]) -> dict[str, object]:

@@ -6,7 +6,6 @@ import netrc
 import os
 import socket
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -20,25 +19,17 @@ from ..errors import UserError
 def reachable(url: str, timeout: float = 5.0) -> str | None:
     """None if a TCP connection to the server (or its proxy) opens within ``timeout``, else the
     reason. With credentials but no network, wandb retries for about 100 s and then fails the
-    run; MLflow for minutes. In a daemon thread: name resolution ignores socket timeouts."""
+    run; MLflow for minutes."""
     parsed = urlparse(url)
     proxy = getproxies().get(parsed.scheme)  # behind a proxy, the proxy is what must answer
     if proxy and not proxy_bypass(parsed.hostname or ""):
         parsed = urlparse(proxy if "://" in proxy else f"http://{proxy}")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    result: list[str | None] = []
-
-    def connect() -> None:
-        try:
-            with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
-                result.append(None)
-        except OSError as error:
-            result.append(f"{type(error).__name__}: {error}")
-
-    thread = threading.Thread(target=connect, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    return result[0] if result else f"no answer within {timeout:g} s"
+    try:
+        with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
+            return None
+    except OSError as error:
+        return f"{type(error).__name__}: {error}"
 
 
 def wandb_logger(

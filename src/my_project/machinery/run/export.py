@@ -36,11 +36,8 @@ def export(cfg: DictConfig) -> Path:
     from .serve_api import shown
 
     entry.register()
-    if cfg.format != "onnx":
-        raise UserError(
-            f"format={cfg.format} is not one export.py writes; pass format=onnx (TorchScript, "
-            "the other format Lightning offers, is deprecated in Lightning 2.6)."
-        )
+    if cfg.format != "onnx":  # (Lightning's other format, TorchScript, is deprecated)
+        raise UserError(f"format={cfg.format} is not one export.py writes; pass format=onnx.")
     ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
     assert ckpt_path is not None
     use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
@@ -70,9 +67,9 @@ def export(cfg: DictConfig) -> Path:
 
 
 def export_onnx(model: Any, sample: Any, path: Path) -> None:
-    """``model.forward`` to ``path`` (one file), traced on ``sample``, any batch size; what the
-    exporter cannot take is a :class:`UserError` in its words (the innermost error). Its
-    progress lines and warnings stay off the screen."""
+    """``model.forward`` to ``path`` (one file), traced on ``sample``, any batch size, its
+    progress lines and warnings off the screen; what the exporter cannot take is a
+    :class:`UserError` in its words (the innermost error)."""
     import torch
 
     with torch.no_grad():

@@ -56,7 +56,6 @@ def serve(cfg: DictConfig) -> None:
         apply_to_collection(batch, Tensor, lambda t: t[:1]) if own_predict_step(model) else None
     )
     task = None if example is not None else classifier_of(model, batch)
-    check_answers(model, shape, dtype, example, task)
     devices = OmegaConf.to_object(cfg.trainer).get("devices", "auto")  # type: ignore[union-attr]
     try:  # LitServe's own checks of its settings
         api = CheckpointAPI(
@@ -101,23 +100,6 @@ def signature_of(inputs: Any, name: str) -> tuple[tuple[int, ...], str]:
             "whose input is one tensor, a batch of samples along its first dimension."
         )
     return tuple(inputs.shape[1:]), str(inputs.dtype).removeprefix("torch.")
-
-
-def check_answers(model: Any, shape: tuple[int, ...], dtype: str, example: Any, task: Any) -> None:
-    """The model answers two inputs of the data's shape as serve.py answers them (a tensor or
-    a dict of tensors with a row per input): found at start-up, not per request."""
-    import torch
-
-    from .serve_api import answer, shown
-
-    try:
-        with torch.inference_mode():
-            answer(model, torch.zeros(2, *shape, dtype=getattr(torch, dtype)), example, task)
-    except (RuntimeError, TypeError, ValueError, IndexError) as error:
-        raise UserError(
-            f"{type(model).__name__} cannot take inputs shaped {shown(shape, dtype)}, as its "
-            f"data's are ({describe(error)}) serve.py sends it those of each request."
-        ) from error
 
 
 def check_address(host: Any, port: Any) -> None:
