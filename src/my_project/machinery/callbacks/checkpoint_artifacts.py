@@ -43,7 +43,7 @@ class CheckpointArtifacts(Callback):
         import wandb
 
         score: Any = checkpoint.best_model_score
-        metadata = {checkpoint.monitor: None if score is None else float(score)}
+        metadata = {str(checkpoint.monitor): None if score is None else float(score)}
         artifact = wandb.Artifact(f"model-{logger.experiment.id}", "model", metadata=metadata)
         artifact.add_file(checkpoint.best_model_path, name="model.ckpt", policy="immutable")
         logger.experiment.log_artifact(artifact, aliases=self.aliases)
