@@ -3,22 +3,19 @@
     python -m my_project.machinery.bench                       # the `mlp` workload (bench.yaml)
     python -m my_project.machinery.bench --workload none model=mine data=mine  # any module
 
-The same module (same initial weights) trains on the same batches two ways, each inside a real
-``Trainer.fit``: ``template``, Lightning's loop with the run's callbacks; ``raw``, a tutorial's
-loop run from ``on_train_start`` (docs/performance.md says what each runs). The last line is
-``ratio <template / raw>`` (median samples per second), also in a JSON file.
+The same module (same initial weights) trains on the same batches inside a real ``Trainer.fit``
+two ways (docs/performance.md): ``template``, Lightning's loop with the run's callbacks;
+``raw``, a tutorial's loop. The last line is ``ratio <template / raw>`` of samples per second.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import statistics
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from lightning.pytorch import Callback
@@ -31,7 +28,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
     named = OmegaConf.to_container(OmegaConf.load(config_dir() / "bench.yaml"))
     assert isinstance(named, dict)
-    parser = argparse.ArgumentParser(prog="python -m my_project.machinery.bench")
+    parser = argparse.ArgumentParser(prog=f"python -m {__package__}.bench")
     parser.add_argument("overrides", nargs="*", help="train.py's overrides (model=mine ...)")
     parser.add_argument("--workload", choices=[*named, "none"], default="mlp")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -39,13 +36,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, help="untimed batches first (default: per workload)")
     parser.add_argument("--repeats", type=int, default=5, help="runs of each way, alternating")
     parser.add_argument("--threads", type=int, help="torch CPU threads (1: steadier when busy)")
-    parser.add_argument("--out", type=Path, default=Path("logs/bench"), help="output folder")
     args = parser.parse_args(argv)
     workload = named.get(args.workload, {})
     args.overrides = [*workload.get("overrides", []), *args.overrides]
     args.steps = max(1, args.steps or workload.get("steps", 300))
     args.warmup = max(1, args.warmup or workload.get("warmup", args.steps // 10))
-    args.name = args.workload if args.workload != "none" else "custom"
     return args
 
 
@@ -177,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return statistics.median(t.samples / max(getattr(t, clock), 1e-9) for t in runs[way])
 
     result = {
-        "workload": args.name,
+        "workload": args.workload,
         "overrides": list(args.overrides),
         "device": args.device,
         "batch_size": runs["template"][0].batch_size,
@@ -185,11 +180,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ratio": round(median("template") / median("raw"), 3),
         "cpu_ratio": round(median("template", "cpu") / median("raw", "cpu"), 3),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    json_path = args.out / f"bench_{args.name}_{args.device}.json"
-    json_path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nmedian samples/s: {result['samples_per_s']}; by CPU time {result['cpu_ratio']}")
-    print(f"wrote {json_path}\nratio {result['ratio']:.3f}")
+    print(f"ratio {result['ratio']:.3f}")
     return result
 
 

@@ -47,9 +47,9 @@ def devices() -> list[str]:
 
 
 def seconds_per_product(device: str, size: int = SIZE, repeats: int = 10) -> float:
-    """Seconds one ``size`` x ``size`` float32 matrix product takes on ``device``: the
-    tensors made there (``.to(device)``'s lesson: compute where the data is), one product to
-    warm up, the device synchronised before the clock is read (GPUs run asynchronously)."""
+    """Seconds one ``size`` x ``size`` float32 matrix product takes on ``device``: made there
+    (compute where the data is), warmed up, synchronised before the clock is read (GPUs run
+    asynchronously)."""
     import torch
 
     def synchronize() -> None:
@@ -69,8 +69,7 @@ def seconds_per_product(device: str, size: int = SIZE, repeats: int = 10) -> flo
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: `my-project-doctor`."""
-    # No options: argparse gives --help and refuses anything else (exit 2).
+    """Console-script entry point: `my-project-doctor`; no options (argparse refuses any)."""
     argparse.ArgumentParser(
         prog="my-project-doctor",  # its own line: a generated project's name may be long
         description=__doc__,

@@ -1,9 +1,7 @@
 """Plots a person would rather look at than read, for any task: learning curves (a panel per
 metric, a line per stage), the test confusion matrix (classification), predicted against true
-values (regression). scikit-learn draws the last two.
-
-Metric names are split into stage and metric the common ways: ``val/acc``, ``val_acc``,
-``valid_acc``, ``val_acc_epoch`` all are the ``acc`` of stage ``val``.
+values (regression; scikit-learn draws these two). ``val/acc``, ``val_acc``, ``valid_acc`` and
+``val_acc_epoch`` all are the ``acc`` of stage ``val``.
 """
 
 from __future__ import annotations

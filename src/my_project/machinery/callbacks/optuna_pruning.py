@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_info
 
 from ..errors import UserError
 
@@ -29,11 +29,8 @@ class OptunaPruning(Callback):
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         from hydra.core.hydra_config import HydraConfig
 
-        if stage == "fit" and trainer.is_global_zero:
-            job = HydraConfig.get().job.num if HydraConfig.initialized() else None
-            self._trial = TRIALS.get(job) if job is not None else None
-            if self._trial is None:
-                rank_zero_warn("OptunaPruning: no Optuna trial for this job in this process.")
+        if stage == "fit" and trainer.is_global_zero and HydraConfig.initialized():
+            self._trial = TRIALS.get(HydraConfig.get().job.num)  # None: outside a search
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         epoch = trainer.current_epoch

@@ -1,12 +1,9 @@
-"""Plots of every run, for any module: learning curves after fit; after test, a confusion
-matrix (classification) or predicted against true values (regression), of all test loaders
-together. Written as PNGs into the run directory and logged to every logger that takes images.
-
-The task plot needs the module's outputs on the test set. A docs-style ``test_step`` returns
-nothing, so after each test batch ``(inputs, targets, ...)`` this callback runs ``forward`` on
-the inputs once more (without gradients): classification for one score per class against
-class indices, or one value a sample against 0/1 targets (see `tasks.py`); regression for one
-number a sample otherwise. Anything else gets the learning curves only, and a line in the log.
+"""Plots of every run, for any module, as PNGs in the run directory and images in the loggers
+that take them: learning curves after fit; after test, a confusion matrix (classification) or
+predicted against true values (regression). A docs-style ``test_step`` returns nothing, so
+after each test batch ``(inputs, targets, ...)`` this runs ``forward`` on the inputs again:
+class scores against class indices, or one value against 0/1 targets, are a classifier's; one
+number a sample otherwise, a regression's. Anything else gets a line in the log.
 """
 
 from __future__ import annotations
@@ -53,8 +50,7 @@ class PlotCallback(Callback):
         self.dirpath = Path(dirpath)
         self.max_test_samples = max_test_samples
         self.history: list[dict[str, float]] = []
-        self._test: tuple[list[Tensor], list[Tensor]] = ([], [])  # outputs, targets
-        self._skip_reason: str | None = None
+        self._test: tuple[list[Tensor], list[Tensor]] | None = ([], [])  # outputs, targets
 
     def _record(self, trainer: Trainer, epoch: int, stage: str) -> None:
         results = validation_results(trainer) if stage == "val" else training_results(trainer)
@@ -97,7 +93,7 @@ class PlotCallback(Callback):
 
     # -- the test set: confusion matrix or predicted against true -------------------------
     def on_test_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._test, self._skip_reason = ([], []), None
+        self._test = ([], [])
 
     def on_test_batch_end(
         self,
@@ -108,8 +104,7 @@ class PlotCallback(Callback):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        kept, targets = self._test
-        if self._skip_reason is not None or sum(map(len, targets)) >= self.max_test_samples:
+        if self._test is None or sum(map(len, self._test[1])) >= self.max_test_samples:
             return
         try:
             if not isinstance(batch, (list, tuple)):
@@ -117,23 +112,19 @@ class PlotCallback(Callback):
             with torch.no_grad():
                 predicted, target = pl_module(batch[0]).detach(), batch[1].detach()
         except Exception as error:  # a forward that takes more than the inputs, ...
-            self._skip_reason = f"forward(inputs) failed ({type(error).__name__}: {error})"
+            log.info(f"Plots: no test-set plot ({type(error).__name__}: {error}).")
+            self._test = None
             return
-        kept.append(predicted.float().cpu())
-        targets.append(target.cpu())
+        self._test[0].append(predicted.float().cpu())
+        self._test[1].append(target.cpu())
 
     def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # Every rank takes part in the gather (a collective), whatever it collected.
-        gathered = gather_from_ranks((self._test, self._skip_reason))
-        if not trainer.is_global_zero:
-            return
-        reasons = [reason for _, reason in gathered if reason]
-        outputs = [t for (kept, _), _ in gathered for t in kept]
-        if reasons or not outputs:
-            log.info(f"Plots: no test-set plot ({reasons[0] if reasons else 'no test batches'}).")
-            return
-        targets = torch.cat([t for (_, kept), _ in gathered for t in kept])
-        self._plot_test(trainer, torch.cat(outputs), targets)
+        tests = [test for test in gather_from_ranks(self._test) if test is not None]
+        outputs = [t for kept, _ in tests for t in kept]
+        if trainer.is_global_zero and outputs and len(tests) == trainer.world_size:
+            targets = torch.cat([t for _, kept in tests for t in kept])
+            self._plot_test(trainer, torch.cat(outputs), targets)
 
     def _plot_test(self, trainer: Trainer, outputs: Tensor, targets: Tensor) -> None:
         per_sample = outputs.reshape(len(outputs), -1)

@@ -1,7 +1,6 @@
-"""eval.py, predict.py, serve.py and export.py, given a checkpoint, take the `model` and `data`
-of the run that wrote it (its `config.yaml`, beside `checkpoints/`) unless the command line
-names them. The model is rebuilt from the checkpoint's own hyperparameters, so a model setting
-on the command line (`model.lr=...`, `model/net=mlp`) is refused rather than silently ignored.
+"""eval.py, predict.py, serve.py and export.py take the `model` and `data` of the run that
+wrote the checkpoint (its `config.yaml`) unless the command line names them. The model is
+rebuilt from the checkpoint's hyperparameters: a model setting on the command line is refused.
 """
 
 from __future__ import annotations

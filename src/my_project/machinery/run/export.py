@@ -1,8 +1,6 @@
 """Export: `python export.py ckpt_path=PATH format=onnx` writes the checkpoint's ``forward``
-as ONNX (Lightning's ``to_onnx``, torch's exporter, any batch size), then ONNX Runtime runs it
-on every input of the data's ``split``: within ``atol + rtol * |PyTorch's|`` of PyTorch's, it
-is put in the run directory, else nothing is. What the exporter cannot take is one paragraph,
-in the exporter's words.
+as ONNX (Lightning's ``to_onnx``, any batch size) into the run directory once ONNX Runtime
+matches PyTorch on every input of the data's ``split`` (``atol + rtol * |PyTorch's|``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Prediction: `python predict.py ckpt_path=PATH` writes what a checkpoint's model predicts
-for a split of `data` (`split=test`) as ``predictions.csv`` in the run directory. The model and
-data are the run's that wrote it.
-
-Lightning's ``trainer.predict`` runs it. A module with its own ``predict_step`` gets the
-batches as its data module gives them; any other gets each batch's inputs through ``forward``
-(Lightning's default ``predict_step``), a classifier's outputs (scores against class indices,
-or one value against 0/1 targets, as the split's first batch shows) as its class,
-``prediction``, and ``prob``, its probabilities (of class 1 for one value). A tensor or a dict
-of tensors a batch becomes columns: one for one value a sample (``prediction``, or the key),
-``<name>_<k>`` for several; the split's ``target`` first.
+"""Prediction: `python predict.py ckpt_path=PATH` writes what a checkpoint's model (and the
+run's data) predicts for a split of `data` as ``predictions.csv``, with Lightning's
+``trainer.predict``. A module's own ``predict_step`` gets whole batches; any other gets their
+inputs through ``forward``, a classifier's outputs (scores against class indices, or one value
+against 0/1 targets) as its class, ``prediction``, and ``prob``, its probabilities. A tensor or
+a dict of tensors a batch becomes columns (``<name>_<k>`` for several values), after ``target``.
 """
 
 from __future__ import annotations

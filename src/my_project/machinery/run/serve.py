@@ -1,11 +1,7 @@
-"""Serving: `python serve.py ckpt_path=PATH` answers `POST /predict` with what the model predicts.
-
-An HTTP server (LitServe's) for any module, as predict.py runs one: the model and data of the
-run that wrote the checkpoint, its ``predict_step`` given a batch shaped as the data's (or
-``forward``: a classifier's outputs as class and probabilities), on the device and in the
-precision the trainer config names. Concurrent requests are predicted in batches; a bad
-request gets a 4xx, and the server goes on (`serve_api.py`). ``GET /health`` says ``ok`` once
-the model is loaded. Ctrl-C or SIGTERM stop it.
+"""Serving: `python serve.py ckpt_path=PATH` answers `POST /predict` as predict.py predicts
+(LitServe's server, on the device and in the precision the trainer config names). Concurrent
+requests are predicted in batches; a bad request gets a 4xx and the server goes on
+(`serve_api.py`). ``GET /health`` says ``ok`` once the model is loaded. Ctrl-C or SIGTERM stop it.
 """
 
 from __future__ import annotations
@@ -68,9 +64,7 @@ def serve(cfg: DictConfig) -> None:
             devices="auto" if devices in (-1, "-1", "auto") else devices,
             workers_per_device=cfg.workers_per_device,
             timeout=cfg.timeout,
-            middlewares=[
-                (RequestCheck, {"shape": shape, "dtype": dtype, "max_bytes": cfg.max_request_bytes})
-            ],
+            middlewares=[(RequestCheck, {"shape": shape, "dtype": dtype})],
         )
     except (ValueError, TypeError) as error:
         raise UserError(
