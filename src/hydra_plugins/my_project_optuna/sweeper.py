@@ -161,8 +161,7 @@ class OptunaSweeper(Sweeper):
             }
             text = yaml.safe_dump(record, sort_keys=False)
             (sweep_dir / "best_params.yaml").write_text(text)
-            print(f"The best trial:\n{text}", end="", flush=True)
-        print(f"Study and best parameters in {sweep_dir}", flush=True)
+            print(f"The best trial ({sweep_dir / 'best_params.yaml'}):\n{text}", end="", flush=True)
         return study
 
     def _study(self) -> Study:

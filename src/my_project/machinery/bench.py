@@ -22,12 +22,11 @@ from lightning.pytorch import Callback
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    from omegaconf import OmegaConf
+    import yaml
 
     from .config import config_dir
 
-    named = OmegaConf.to_container(OmegaConf.load(config_dir() / "bench.yaml"))
-    assert isinstance(named, dict)
+    named = yaml.safe_load((config_dir() / "bench.yaml").read_text())
     parser = argparse.ArgumentParser(prog=f"python -m {__package__}.bench")
     parser.add_argument("overrides", nargs="*", help="train.py's overrides (model=mine ...)")
     parser.add_argument("--workload", choices=[*named, "none"], default="mlp")

@@ -141,10 +141,7 @@ class PlotCallback(Callback):
             log_image(trainer, "plots/predictions", path)
             return
         else:
-            log.info(
-                f"Plots: no test-set plot for outputs of shape {tuple(outputs.shape)} and targets "
-                f"of shape {tuple(targets.shape)} (neither class scores nor one value a sample)."
-            )
+            log.info(f"Plots: no test-set plot for outputs {tuple(outputs.shape)}: not a task's.")
             return
         path = self.dirpath / "confusion_matrix.png"
         plot_confusion_matrix(true.numpy(), predicted.numpy(), count, path)

@@ -18,6 +18,23 @@ from ..reliability.secrets import MASK
 from .hydra_errors import describe_yaml_error
 
 
+def checkpoint_run(cfg: DictConfig) -> tuple[str, DictConfig, Any]:
+    """predict.py's, serve.py's and export.py's first steps: check, take the checkpoint run's model
+    and data, load its model; the checkpoint, the config to record, the model (eval mode)."""
+    from .. import preflight
+    from . import build, entry
+
+    entry.register()
+    ckpt_path = preflight.check_config(cfg, checkpoint_required=True)
+    assert ckpt_path is not None
+    use_checkpoint_run(cfg, ckpt_path)
+    return (
+        ckpt_path,
+        build.masked_config(cfg),
+        build.load_model(cfg.model._target_, ckpt_path).eval(),
+    )
+
+
 def use_checkpoint_run(cfg: DictConfig, ckpt_path: str) -> None:
     """Refuse model settings on the command line; replace ``cfg.model`` and ``cfg.data`` by
     those of the run that wrote ``ckpt_path`` where the command line names neither (a config

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from ..errors import UserError, require_extra
 from . import entry
 from .boundary import describe
-from .checkpoint_config import use_checkpoint_run
+from .checkpoint_config import checkpoint_run
 
 
 def export(cfg: DictConfig) -> Path:
@@ -26,21 +26,14 @@ def export(cfg: DictConfig) -> Path:
     require_extra(("onnx", "onnxscript", "onnxruntime"), "export", "export.py format=onnx")
     import torch
 
-    from .. import preflight
     from ..config import print_config_tree
-    from . import build
     from .predict import first_batch, inputs_of, split_loaders
     from .serve import signature_of
     from .serve_api import shown
 
-    entry.register()
     if cfg.format != "onnx":  # (Lightning's other format, TorchScript, is deprecated)
         raise UserError(f"format={cfg.format} is not one export.py writes; pass format=onnx.")
-    ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
-    assert ckpt_path is not None
-    use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
-    config = build.masked_config(cfg)  # build
-    model = build.load_model(cfg.model._target_, ckpt_path).eval()
+    _, config, model = checkpoint_run(cfg)  # check, build
     loaders = split_loaders(cfg, model)
     first_batch(loaders, cfg)  # not empty
     inputs = torch.cat([inputs_of(batch) for loader in loaders for batch in loader])

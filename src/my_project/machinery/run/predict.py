@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from ..errors import UserError
 from . import entry
 from .boundary import describe
-from .checkpoint_config import use_checkpoint_run
+from .checkpoint_config import checkpoint_run
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -28,22 +28,16 @@ def predict(cfg: DictConfig) -> Path:
     """Load the checkpoint's model, predict the split, write and return the CSV's path."""
     import torch
 
-    from .. import preflight
     from ..config import print_config_tree
     from . import build
 
-    entry.register()
-    ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
-    assert ckpt_path is not None
-    use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
+    _, config, model = checkpoint_run(cfg)  # check, build
     path = Path(cfg.paths.output_dir) / str(cfg.get("output_file") or "")
     if not cfg.get("output_file") or path.is_dir():
         raise UserError(
             f"output_file={cfg.get('output_file') or ''} names no file to write the predictions "
             "to; pass a file name, e.g. `output_file=predictions.csv` (in the run directory)."
         )
-    config = build.masked_config(cfg)  # build
-    model = build.load_model(cfg.model._target_, ckpt_path)
     own = own_predict_step(model)
     loaders = split_loaders(cfg, model)
     task = None if own else classifier_of(model, first_batch(loaders, cfg))
@@ -166,9 +160,6 @@ class Batches:
             if isinstance(batch, (list, tuple)) and len(batch) > 1:
                 self.targets.append(batch[1])
             yield batch if self.whole else inputs_of(batch)
-
-    def __len__(self) -> int:
-        return sum(len(loader) for loader in self.loaders)
 
 
 def classifier_of(model: Any, batch: Any) -> str | None:

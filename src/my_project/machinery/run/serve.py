@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..errors import UserError, require_extra
 from . import entry
 from .boundary import describe
-from .checkpoint_config import use_checkpoint_run
+from .checkpoint_config import checkpoint_run
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
 
@@ -32,19 +32,12 @@ def serve(cfg: DictConfig) -> None:
     from lightning_utilities.core.apply_func import apply_to_collection
     from torch import Tensor
 
-    from .. import preflight
     from ..config import print_config_tree
-    from . import build
     from .predict import classifier_of, first_batch, inputs_of, own_predict_step, split_loaders
     from .serve_api import CheckpointAPI, RequestCheck, shown
 
-    entry.register()
-    ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
-    assert ckpt_path is not None
-    use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
+    ckpt_path, config, model = checkpoint_run(cfg)  # check, build
     check_address(cfg.host, cfg.port)
-    config = build.masked_config(cfg)  # build
-    model = build.load_model(cfg.model._target_, ckpt_path).eval()
     batch = first_batch(split_loaders(cfg, model), cfg)
     shape, dtype = signature_of(inputs_of(batch), type(model).__name__)
     # the first sample, for a batch shaped as the data's (`like_data`)
