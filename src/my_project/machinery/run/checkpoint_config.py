@@ -18,7 +18,7 @@ from ..reliability.secrets import MASK
 from .hydra_errors import describe_yaml_error
 
 
-def checkpoint_run(cfg: DictConfig) -> tuple[str, DictConfig, Any]:
+def checkpoint_run(cfg: DictConfig) -> tuple[str, dict[str, Any], Any]:
     """predict.py's, serve.py's and export.py's first steps: check, take the checkpoint run's model
     and data, load its model; the checkpoint, the config to record, the model (eval mode)."""
     from .. import preflight
