@@ -205,7 +205,7 @@ def test_several_test_loaders_are_predicted_served_and_exported(
     two_loaders_run: Path, tmp_path: Path
 ) -> None:
     from my_project.machinery.run.export import export
-    from my_project.machinery.run.predict import classifier_of, first_batch, predict, split_loaders
+    from my_project.machinery.run.predict import classifier_of, predict, split_loaders
     from my_project.machinery.run.serve import signature_of
     from my_project.machinery.run.serve_api import answer
 
@@ -222,7 +222,7 @@ def test_several_test_loaders_are_predicted_served_and_exported(
 
     cfg = compose_config(team, tmp_path / "serve", "serve")
     model = ClassifierOnTwoTestLoaders.load_from_checkpoint(two_loaders_run / "model.ckpt")
-    batch = first_batch(split_loaders(cfg, model), cfg)
+    _, batch = split_loaders(cfg, model)
     shape, dtype = signature_of(batch[0], "ClassifierOnTwoTestLoaders")
     assert (shape, dtype) == ((16,), "float32")
     answered = answer(model.eval(), batch[0], None, classifier_of(model, batch))

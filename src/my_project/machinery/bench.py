@@ -63,9 +63,8 @@ def compose(args: argparse.Namespace) -> Any:
 
 
 class Timed(Callback):
-    """Times the batches after ``warmup`` (wall clock and process CPU time) and stops the fit
-    ``steps`` batches later; with ``raw``, the batches of the hand-written loop, which it runs
-    where Lightning's loop would start."""
+    """Times ``steps`` batches after ``warmup`` (wall clock, process CPU time), then stops the
+    fit; with ``raw``, those of the hand-written loop it runs where Lightning's would start."""
 
     def __init__(self, raw: bool, device: str, warmup: int, steps: int) -> None:
         self.raw, self.device, self.warmup, self.steps = raw, device, warmup, steps

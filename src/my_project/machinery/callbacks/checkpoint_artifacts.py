@@ -1,11 +1,7 @@
-"""The best checkpoint of a run, logged by the loggers that keep files: to Weights & Biases as
-a `model` artifact aliased ``best``, to MLflow under ``checkpoints/``, with the run's
-``config.yaml`` (secrets masked) when fit starts. Only rank 0 logs.
-
-Lightning's own ``log_model=True`` logs whichever ``ModelCheckpoint`` saved last, here the
-unmonitored `last.ckpt`: this logs the monitored callback's best file alone. The wandb file is
-referenced where it is (``policy="immutable"``): offline, keep the run directory until `wandb
-sync` has uploaded it.
+"""The best checkpoint of a run (rank 0), to Weights & Biases as a `model` artifact aliased
+``best``, to MLflow under ``checkpoints/`` with the run's ``config.yaml``. Lightning's
+``log_model=True`` would log the newest file, `last.ckpt`. The wandb file is referenced where it
+is: offline, keep the run directory until `wandb sync` has uploaded it.
 """
 
 from __future__ import annotations

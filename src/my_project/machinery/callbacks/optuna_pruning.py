@@ -1,9 +1,7 @@
 """Optuna pruning: report the searched metric after every validation, stop hopeless trials.
-
-Unlike optuna-integration's ``PyTorchLightningPruningCallback`` (the trial in every process,
-``TrialPruned`` raised out of ``fit``), this reports from rank 0 only and stops every rank
-together: a pruned trial ends like an early-stopped run, tested, with its ``metrics.json``.
-The sweeper (`hydra_plugins/my_project_optuna`) puts each job's trial in :data:`TRIALS`.
+Unlike optuna-integration's callback (the trial in every process, ``TrialPruned`` raised out
+of ``fit``), rank 0 reports and every rank stops together: a pruned trial ends like an
+early-stopped run, tested. The sweeper puts each job's trial in :data:`TRIALS`.
 """
 
 from __future__ import annotations

@@ -38,12 +38,9 @@ def log_image(trainer: Trainer, key: str, path: Path) -> None:
 
 
 class PlotCallback(Callback):
-    """Keeps a per-epoch history of what the module logs, plots it, and plots the test set.
-
-    Each scalar logged in training or validation is recorded once an epoch from
-    ``callback_metrics`` (a name without a stage, ``g_loss``, under the stage that logged it);
-    train metrics, often logged in the module's ``on_train_epoch_end``, once the epoch is over.
-    The history is part of the checkpoint: a resumed run plots it all.
+    """Keeps a per-epoch history of each scalar logged in training or validation, from
+    ``callback_metrics`` (``g_loss`` as ``train/g_loss``; train metrics once the epoch is over),
+    plots it, and plots the test set. The history is in the checkpoint: a resume plots it all.
     """
 
     def __init__(self, dirpath: str, max_test_samples: int = 100_000) -> None:

@@ -28,11 +28,8 @@ def checkpoint_run(cfg: DictConfig) -> tuple[str, dict[str, Any], Any]:
     ckpt_path = preflight.check_config(cfg, checkpoint_required=True)
     assert ckpt_path is not None
     use_checkpoint_run(cfg, ckpt_path)
-    return (
-        ckpt_path,
-        build.masked_config(cfg),
-        build.load_model(cfg.model._target_, ckpt_path).eval(),
-    )
+    config = build.masked_config(cfg)
+    return ckpt_path, config, build.load_model(cfg.model._target_, ckpt_path).eval()
 
 
 def use_checkpoint_run(cfg: DictConfig, ckpt_path: str) -> None:

@@ -27,15 +27,14 @@ def export(cfg: DictConfig) -> Path:
     import torch
 
     from ..config import print_config_tree
-    from .predict import first_batch, inputs_of, split_loaders
+    from .predict import inputs_of, split_loaders
     from .serve import signature_of
     from .serve_api import shown
 
     if cfg.format != "onnx":  # (Lightning's other format, TorchScript, is deprecated)
         raise UserError(f"format={cfg.format} is not one export.py writes; pass format=onnx.")
     _, config, model = checkpoint_run(cfg)  # check, build
-    loaders = split_loaders(cfg, model)
-    first_batch(loaders, cfg)  # not empty
+    loaders, _ = split_loaders(cfg, model)
     inputs = torch.cat([inputs_of(batch) for loader in loaders for batch in loader])
     shape, dtype = signature_of(inputs, type(model).__name__)
     print_config_tree(config)

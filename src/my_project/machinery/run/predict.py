@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 def predict(cfg: DictConfig) -> Path:
     """Load the checkpoint's model, predict the split, write and return the CSV's path."""
     import torch
+    from lightning.pytorch.utilities.model_helpers import is_overridden
 
     from ..config import print_config_tree
     from . import build
@@ -38,9 +39,9 @@ def predict(cfg: DictConfig) -> Path:
             f"output_file={cfg.get('output_file') or ''} names no file to write the predictions "
             "to; pass a file name, e.g. `output_file=predictions.csv` (in the run directory)."
         )
-    own = own_predict_step(model)
-    loaders = split_loaders(cfg, model)
-    task = None if own else classifier_of(model, first_batch(loaders, cfg))
+    own = is_overridden("predict_step", model)
+    loaders, first = split_loaders(cfg, model)
+    task = None if own else classifier_of(model, first)
     batches = Batches(loaders, whole=own)
     trainer = build.build_trainer(cfg, callbacks=[], loggers=[], enable_checkpointing=False)
     if trainer.world_size > 1:
@@ -86,16 +87,9 @@ def score(predicted: Mapping[str, Tensor], table: Mapping[str, Tensor]) -> str:
     return f" (RMSE {rmse:.4g} against its targets)"
 
 
-def own_predict_step(model: Any) -> bool:
-    from lightning.pytorch import LightningModule
-    from lightning.pytorch.utilities.model_helpers import is_overridden
-
-    return is_overridden("predict_step", model, LightningModule)
-
-
-def split_loaders(cfg: DictConfig, model: Any) -> list[Any]:
+def split_loaders(cfg: DictConfig, model: Any) -> tuple[list[Any], Any]:
     """The loaders of ``cfg.split`` of ``cfg.data`` (one, or the several a data module gives),
-    in a fixed order: DataLoaders again, unshuffled, of ``batch_size``."""
+    in a fixed order: DataLoaders again, unshuffled, of ``batch_size``; and their first batch."""
     from torch.utils.data import DataLoader
 
     from ..preflight import contract
@@ -114,17 +108,14 @@ def split_loaders(cfg: DictConfig, model: Any) -> list[Any]:
             "`split=` (train, val or test)."
         ) from error
     loaders = list(loaders.values()) if isinstance(loaders, Mapping) else loaders
-    return [
+    loaders = [
         DataLoader(lo.dataset, int(cfg.batch_size), shuffle=False, collate_fn=lo.collate_fn)
         if isinstance(lo, DataLoader)
         else lo
         for lo in (loaders if isinstance(loaders, (list, tuple)) else [loaders])
     ]
-
-
-def first_batch(loaders: list[Any], cfg: DictConfig) -> Any:
     for batch in loaders[0]:
-        return batch
+        return loaders, batch
     raise UserError(f"The {cfg.split} split of {cfg.data._target_} is empty; pick another split.")
 
 

@@ -29,21 +29,20 @@ def serve(cfg: DictConfig) -> None:
     """Check, load the checkpoint's model, and serve it until stopped."""
     require_extra(("litserve",), "serve", "serve.py")
     import litserve as ls
+    from lightning.pytorch.utilities.model_helpers import is_overridden
     from lightning_utilities.core.apply_func import apply_to_collection
     from torch import Tensor
 
     from ..config import print_config_tree
-    from .predict import classifier_of, first_batch, inputs_of, own_predict_step, split_loaders
+    from .predict import classifier_of, inputs_of, split_loaders
     from .serve_api import CheckpointAPI, RequestCheck, shown
 
     ckpt_path, config, model = checkpoint_run(cfg)  # check, build
     check_address(cfg.host, cfg.port)
-    batch = first_batch(split_loaders(cfg, model), cfg)
+    _, batch = split_loaders(cfg, model)
     shape, dtype = signature_of(inputs_of(batch), type(model).__name__)
-    # the first sample, for a batch shaped as the data's (`like_data`)
-    example = (
-        apply_to_collection(batch, Tensor, lambda t: t[:1]) if own_predict_step(model) else None
-    )
+    own = is_overridden("predict_step", model)  # gets batches shaped as the data's first
+    example = apply_to_collection(batch, Tensor, lambda t: t[:1]) if own else None
     task = None if example is not None else classifier_of(model, batch)
     devices = OmegaConf.to_object(cfg.trainer).get("devices", "auto")  # type: ignore[union-attr]
     try:  # LitServe's own checks of its settings

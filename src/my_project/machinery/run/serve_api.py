@@ -1,8 +1,7 @@
-"""What serve.py's server does with a request: ``{"inputs": X}``, X one input shaped like the
-model's (or a batch of them), answered with what predict.py writes for them, by name, a row per
-input. LitServe answers an exception in its worker with an error for every request of the
-batch, so a bad request never reaches one: :class:`RequestCheck`, in the HTTP process, answers
-it alone (422).
+"""What serve.py's server does with a request, ``{"inputs": X}`` (one input or a batch): what
+predict.py writes for them, by name, a row per input. LitServe fails every request of a batch
+for one worker's exception, so :class:`RequestCheck`, in the HTTP process, answers a bad one
+alone (422).
 """
 
 from __future__ import annotations
@@ -76,9 +75,8 @@ def answer(model: Any, inputs: torch.Tensor, example: Any, task: str | None) -> 
 
 
 class CheckpointAPI(ls.LitAPI):
-    """A checkpoint's model behind LitServe. Holds plain values and small tensors: LitServe
-    pickles it into each inference worker, which loads the checkpoint in :meth:`setup` on the
-    device it is given, in the run's precision (through Fabric, as the Trainer does)."""
+    """A checkpoint's model behind LitServe, pickled into each inference worker, which loads it
+    in :meth:`setup` on its device, in the run's precision (through Fabric, as the Trainer)."""
 
     def __init__(
         self,
