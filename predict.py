@@ -1,4 +1,4 @@
-"""Predict with a checkpoint: `python predict.py ckpt_path=PATH [split=test | input_path=x.npy]`.
+"""Predict with a checkpoint: `python predict.py ckpt_path=PATH [split=test]`.
 
 The flow is in src/my_project/machinery/run/predict.py.
 """

@@ -6,7 +6,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from hydra_plugins.my_project_optuna._search_space import search_space
+from hydra_plugins.my_project_optuna.sweeper import search_space
 
 
 def parsed_values(overrides: list[str]) -> dict[str, object]:
@@ -33,7 +33,7 @@ def test_sweep_syntax_becomes_optuna_distributions_and_plain_values_stay_fixed()
         "model.optimizer.weight_decay": FloatDistribution(0.0, 0.1),
         "data.batch_size": CategoricalDistribution([32, 64, 128]),
         "model/net": CategoricalDistribution(["mlp", "cnn"]),
-        "width": IntDistribution(32, 256, step=32),
+        "width": CategoricalDistribution(list(range(32, 257, 32))),
         "layers": IntDistribution(1, 8, log=True),
     }
     assert space.fixed == ["trainer.max_epochs=3"]

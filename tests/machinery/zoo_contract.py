@@ -175,8 +175,8 @@ ZOO: dict[str, Zoo] = {
         "test_acc/dataloader_idx_0",
         frozenset({"train_loss", "val_acc"}),
         "confusion_matrix.png",
-        # its own predict_step's probabilities, and which test loader each row comes from
-        "index,target,dataloader,output_0,output_1,output_2",
+        # its own predict_step's probabilities, for the rows of both test loaders
+        "index,target,output_0,output_1,output_2",
         ddp_exact=("test_acc/dataloader_idx_0", "test_acc/dataloader_idx_1"),
         predict_rows=46,
     ),

@@ -1,5 +1,5 @@
-"""`python predict.py` with the example: class probabilities of a checkpoint for a data split
-or a .npy file of images."""
+"""`python predict.py` with the example: class probabilities of a checkpoint for a data split;
+the inputs serve.py takes for it."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fastapi import HTTPException
 
-from my_project.data.digits import DigitsDataModule
-from my_project.machinery.errors import UserError
-from my_project.machinery.run.predict import load_inputs
+from my_project.machinery.run.serve_api import request_inputs
 
 from ..machinery.helpers import FAST, read_metrics, run_entry
 from .example import TRAIN_CLASSIFIER
@@ -62,44 +61,6 @@ def test_split_predictions_match_the_test_accuracy_of_the_training_run(
     assert accuracy == pytest.approx(read_metrics(trained[0])["test/acc"], abs=1e-6)
 
 
-@pytest.mark.slow
-def test_npy_inputs_get_the_same_probabilities_as_the_split(
-    trained: tuple[Path, Path], test_split_predictions: list[dict[str, str]], tmp_path: Path
-) -> None:
-    datamodule = DigitsDataModule()
-    datamodule.setup("test")
-    images = datamodule.splits["test"][0].numpy()[:, 0]  # (N, 8, 8): one channel, squeezed
-    np.save(tmp_path / "inputs.npy", images)
-    result = run_entry(
-        "predict",
-        f"ckpt_path={trained[1]}",
-        f"input_path={tmp_path / 'inputs.npy'}",
-        f"hydra.run.dir={tmp_path / 'out'}",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = read_csv(tmp_path / "out" / "predictions.csv")
-    assert "target" not in rows[0]
-    assert np.allclose(probabilities(rows), probabilities(test_split_predictions), atol=2e-6)
-
-
-@pytest.mark.slow
-def test_wrong_input_shape_is_a_clear_error_and_writes_nothing(
-    trained: tuple[Path, Path], tmp_path: Path
-) -> None:
-    np.save(tmp_path / "mnist_sized.npy", np.zeros((4, 28, 28), dtype=np.float32))
-    result = run_entry(
-        "predict",
-        f"ckpt_path={trained[1]}",
-        f"input_path={tmp_path / 'mnist_sized.npy'}",
-        f"hydra.run.dir={tmp_path / 'out'}",
-    )
-    assert result.returncode == 2
-    assert "holds an array of shape (4, 28, 28)" in result.stderr
-    assert "takes inputs of shape (1, 8, 8)" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert not list((tmp_path / "out").glob("predictions.csv*"))
-
-
 @pytest.mark.parametrize(
     ("shape", "expected"),
     [
@@ -110,32 +71,23 @@ def test_wrong_input_shape_is_a_clear_error_and_writes_nothing(
     ],
 )
 def test_inputs_with_or_without_channel_axis_are_accepted(
-    tmp_path: Path, shape: tuple[int, ...], expected: tuple[int, ...]
+    shape: tuple[int, ...], expected: tuple[int, ...]
 ) -> None:
-    np.save(tmp_path / "x.npy", np.full(shape, 0.5, dtype=np.float64))
-    array = load_inputs(tmp_path / "x.npy", [1, 8, 8])
+    """serve.py's requests: digits images with or without their one channel, one or several."""
+    request = {"inputs": np.full(shape, 0.5).tolist()}
+    array, _ = request_inputs(request, (1, 8, 8), "float32")
     assert array.shape == expected and array.dtype == np.float32
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (np.zeros((3, 3, 8, 8)), r"shape \(3, 3, 8, 8\).*takes inputs of shape \(1, 8, 8\)"),
-        (np.zeros((0, 1, 8, 8)), "holds no inputs"),
-        (np.array(["a", "b"]), "could not convert string to float"),
-        (b"not numpy", "cannot be read as inputs"),
+        (np.zeros((3, 3, 8, 8)).tolist(), r"shape \(3, 3, 8, 8\).*inputs shaped \(N, 1, 8, 8\)"),
+        ([], "holds inputs of shape"),
+        (["a", "b"], "could not convert string to float"),
     ],
 )
-def test_bad_inputs_say_what_shape_to_pass(tmp_path: Path, content: object, message: str) -> None:
-    path = tmp_path / "x.npy"
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        np.save(path, content)
-    with pytest.raises(UserError, match=message):
-        load_inputs(path, [1, 8, 8])
-
-
-def test_missing_input_file_is_reported(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match=r"No such file or directory.*numpy.save"):
-        load_inputs(tmp_path / "nope.npy", [1, 8, 8])
+def test_bad_inputs_say_what_shape_to_pass(content: object, message: str) -> None:
+    with pytest.raises(HTTPException, match=message) as error:
+        request_inputs({"inputs": content}, (1, 8, 8), "float32")
+    assert error.value.status_code == 422

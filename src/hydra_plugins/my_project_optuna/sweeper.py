@@ -1,15 +1,14 @@
-"""An Optuna sweeper for Hydra, on Optuna's ask/tell API (Hydra's own Optuna sweeper pins
-optuna<3): `python train.py -m hparams_search=mlp`, with its config keys (``params``,
-``n_trials``, ``direction``, ``sampler``, ``pruner``, ``storage``, ``study_name``), and:
+"""An Optuna sweeper for Hydra on Optuna's ask/tell API (Hydra's own pins optuna<3):
+`python train.py -m hparams_search=mlp`, its keys as configs/hydra/sweeper/optuna.yaml shows.
 
+- the space: ``interval(low, high)`` (``int(interval(...))`` for integers), ``tag(log,
+  interval(...))``; any other sweep (``choice(a, b)``, ``a,b``, ``range(...)``) is categorical;
+  anything else is a value every trial gets;
 - pruning: each job reports its metric per epoch through the `OptunaPruning` callback, which
-  finds its trial in :data:`~my_project.machinery.callbacks.optuna_pruning.TRIALS` (so jobs
-  run in this process: Hydra's default launcher);
-- studies that survive: by default a SQLite file in the sweep directory; ``n_trials`` counts
-  finished trials (complete or pruned), so the same command with the same ``hydra.sweep.dir``
-  continues a killed search, the trial it was running marked failed;
-- results: a line per trial as it ends; at the end the best, printed and in
-  ``best_params.yaml`` in the sweep directory.
+  finds its trial in ``optuna_pruning.TRIALS`` (jobs run in this process);
+- a study that survives: by default SQLite in the sweep directory; ``n_trials`` counts finished
+  trials, so the same command continues a killed search, the trial it was running failed;
+- results: a line per trial; at the end the best, printed and in ``best_params.yaml``.
 
 Trial ``N`` runs in the job folder ``N`` (``hydra.job.num``). One search process per study.
 """
@@ -18,11 +17,13 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import IntervalSweep, Transformer
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus
 from hydra.errors import HydraException
@@ -30,11 +31,72 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from ._search_space import SearchSpace, search_space
-
 if TYPE_CHECKING:
+    from hydra.core.config_loader import ConfigLoader
     from optuna import Study
+    from optuna.distributions import BaseDistribution
     from optuna.trial import Trial
+
+
+# The values Optuna can hold in a categorical distribution; other choices (lists, dicts)
+# are kept as their override text.
+_PLAIN = (str, int, float, bool)
+
+
+class SearchSpace:
+    """What each trial samples, what every trial gets as is, and how to write both back. (Not
+    a dataclass: Hydra runs this module outside ``sys.modules`` when it looks for plugins.)"""
+
+    def __init__(self) -> None:
+        self.distributions: dict[str, BaseDistribution] = {}
+        self.fixed: list[str] = []  # overrides every trial gets unchanged
+        self.choice_texts: dict[str, dict[Any, str]] = {}  # a choice's value -> its text
+
+    def overrides(self, params: Mapping[str, Any]) -> list[str]:
+        """The job's overrides: the fixed ones, then ``key=value`` for each sampled value (a
+        choice's text; an int or a float as its repr, which round-trips: 1e-05, 0.0123)."""
+        texts = self.choice_texts
+        sampled = [f"{k}={texts[k][v] if k in texts else repr(v)}" for k, v in params.items()]
+        return [*self.fixed, *sampled]
+
+
+def search_space(
+    params: Mapping[str, Any] | None,
+    arguments: Iterable[str],
+    config_loader: ConfigLoader | None = None,
+) -> SearchSpace:
+    """The space of ``hydra.sweeper.params`` and the command line's overrides: one of the
+    command line replaces a parameter of the same key (``model.lr=0.01`` fixes the learning
+    rate a search config samples; ``model.lr=interval(0.001,0.1)`` changes its range)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    parser = OverridesParser.create(config_loader=config_loader)
+    lines = {key: f"{key}={value}" for key, value in (params or {}).items()}
+    for override in parser.parse_overrides(list(arguments)):
+        lines.pop(override.get_key_element(), None)  # last, in the command line's order
+        lines[override.get_key_element()] = override.input_line or ""
+    space = SearchSpace()
+    for override in parser.parse_overrides(list(lines.values())):
+        key, value = override.get_key_element(), override.value()
+        if not override.is_sweep_override():
+            space.fixed.append(override.input_line or "")
+        elif isinstance(value, IntervalSweep):
+            assert value.start is not None and value.end is not None
+            log = "log" in value.tags
+            if isinstance(value.start, int) and isinstance(value.end, int):
+                space.distributions[key] = IntDistribution(value.start, value.end, log=log)
+            else:
+                space.distributions[key] = FloatDistribution(value.start, value.end, log=log)
+        else:  # choice(...), a,b,c, range(...), glob(...)
+            texts: dict[Any, str] = {}
+            for element in override.sweep_iterator():
+                held = element if isinstance(element, _PLAIN) else Transformer.str(element)
+                texts[held] = Transformer.str(element)
+            if not texts:
+                raise ValueError(f"{override.input_line} offers no value to choose from")
+            space.distributions[key] = CategoricalDistribution(list(texts))
+            space.choice_texts[key] = texts
+    return space
 
 
 class OptunaSweeper(Sweeper):
@@ -51,14 +113,9 @@ class OptunaSweeper(Sweeper):
         pruner: Any = None,  # null: never prune
         enqueue: Sequence[Mapping[str, Any]] = (),  # parameter sets to run first
     ) -> None:
-        self.params, self.enqueue = plain(params or {}), [plain(p) for p in enqueue]
-        self.direction, self.n_trials = direction, n_trials
-        self.study_name, self.storage, self.sampler, self.pruner = (
-            study_name,
-            storage,
-            sampler,
-            pruner,
-        )
+        self.params, self.enqueue = dict(plain(params) or {}), list(plain(enqueue))
+        self.direction, self.n_trials, self.study_name = direction, n_trials, study_name
+        self.storage, self.sampler, self.pruner = storage, sampler, pruner
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -81,23 +138,17 @@ class OptunaSweeper(Sweeper):
             bad_input(f"The search settings (hydra.sweeper) cannot work: {error}")
         for running in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             study.tell(running.number, state=TrialState.FAIL)  # a killed search's: not counted
-            print(
-                f"Trial {running.number} was interrupted when this search last stopped: marked "
-                "failed (its run directory stays); the search goes on.",
-                flush=True,
-            )
+            print(f"Trial {running.number} was interrupted: marked failed.", flush=True)
         for params in self.enqueue:  # once: a resumed search finds them in the study
             study.enqueue_trial(params, skip_if_exists=True)
-        while len(finished(study)) < self.n_trials:
+        counted = (TrialState.COMPLETE, TrialState.PRUNED)  # towards n_trials
+        while len(study.get_trials(deepcopy=False, states=counted)) < self.n_trials:
             trial = study.ask(space.distributions)
             state = self._run(study, trial, space)
             frozen = study.trials[trial.number]
             sampled = ", ".join(f"{key}={value}" for key, value in frozen.params.items())
             result = "" if frozen.value is None else f" {self.metric}={frozen.value:.4g}"
             print(f"Trial {trial.number} {state.name.lower()}:{result} ({sampled})", flush=True)
-        states = [trial.state.name.lower() for trial in study.trials]
-        counts = ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
-        print(f"{len(states)} trials in the study ({counts}).", flush=True)
         if any(t.state == TrialState.COMPLETE for t in study.trials):
             best = study.best_trial
             record = {
@@ -110,8 +161,7 @@ class OptunaSweeper(Sweeper):
             }
             text = yaml.safe_dump(record, sort_keys=False)
             (sweep_dir / "best_params.yaml").write_text(text)
-            print(f"The best trial:\n{text}", end="", flush=True)
-        print(f"Study and best parameters in {sweep_dir}", flush=True)
+            print(f"The best trial ({sweep_dir / 'best_params.yaml'}):\n{text}", end="", flush=True)
         return study
 
     def _study(self) -> Study:
@@ -166,20 +216,10 @@ class OptunaSweeper(Sweeper):
             return TrialState.PRUNED
         if done.return_value is None or not math.isfinite(float(done.return_value)):
             study.tell(trial, state=TrialState.FAIL)
-            bad_input(
-                f"Trial {trial.number} ended with optimized_metric={self.metric} = "
-                f"{done.return_value}: set `optimized_metric` to a finite metric the run writes "
-                "to metrics.json (e.g. val/acc_best, val/loss)."
-            )
+            value, name = done.return_value, self.metric
+            bad_input(f"Trial {trial.number}: {name}={value}; name a metric of metrics.json.")
         study.tell(trial, float(done.return_value))
         return TrialState.COMPLETE
-
-
-def finished(study: Study) -> list[Any]:
-    """The trials that count towards ``n_trials``: complete or pruned."""
-    from optuna.trial import TrialState
-
-    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
 
 
 def bad_input(message: str) -> NoReturn:
@@ -188,9 +228,6 @@ def bad_input(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """A config mapping as plain Python values, as Optuna stores them."""
-    return {
-        str(key): OmegaConf.to_object(value) if OmegaConf.is_config(value) else value
-        for key, value in mapping.items()
-    }
+def plain(value: Any) -> Any:
+    """A config as plain Python values, as Optuna stores them."""
+    return OmegaConf.to_object(value) if OmegaConf.is_config(value) else value

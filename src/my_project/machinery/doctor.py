@@ -21,18 +21,13 @@ def machine() -> list[tuple[str, str]]:
     import lightning
     import torch
 
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    dist = torch.distributed
-    backends = [b for b in ("gloo", "nccl", "mpi") if getattr(dist, f"is_{b}_available")()]
     rows = [
         ("Python", f"{platform.python_version()} ({sys.executable})"),
         ("torch, Lightning", f"{torch.__version__}, {lightning.__version__}"),
         ("CUDA (torch.version.cuda)", torch.version.cuda or "none: a CPU-only build of torch"),
-        ("cuDNN", str(cudnn or "none")),
-        ("torch.distributed backends", ", ".join(backends) or "none"),
         ("torch.cuda.is_available()", str(torch.cuda.is_available())),
     ]
-    for i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):
+    for i in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(i)
         memory = f"{props.total_memory / 2**30:.1f} GiB"
         rows.append((f"  cuda:{i}", f"{props.name}, {memory}, compute {props.major}.{props.minor}"))
@@ -40,11 +35,6 @@ def machine() -> list[tuple[str, str]]:
         ("MPS (Apple silicon) available", str(torch.backends.mps.is_available())),
         ("CPU cores, torch threads", f"{os.cpu_count()}, {torch.get_num_threads()}"),
     ]
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        rows.append(("CUDA_VISIBLE_DEVICES", f"{visible!r} limits the GPUs torch sees"))
-    elif torch.version.cuda and not torch.cuda.is_available():
-        rows.append(("Note", "torch is built with CUDA but sees no GPU: check `nvidia-smi`"))
     return rows
 
 
@@ -57,9 +47,9 @@ def devices() -> list[str]:
 
 
 def seconds_per_product(device: str, size: int = SIZE, repeats: int = 10) -> float:
-    """Seconds one ``size`` x ``size`` float32 matrix product takes on ``device``: the
-    tensors made there (``.to(device)``'s lesson: compute where the data is), one product to
-    warm up, the device synchronised before the clock is read (GPUs run asynchronously)."""
+    """Seconds one ``size`` x ``size`` float32 matrix product takes on ``device``: made there
+    (compute where the data is), warmed up, synchronised before the clock is read (GPUs run
+    asynchronously)."""
     import torch
 
     def synchronize() -> None:
@@ -79,8 +69,7 @@ def seconds_per_product(device: str, size: int = SIZE, repeats: int = 10) -> flo
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: `my-project-doctor`."""
-    # No options: argparse gives --help and refuses anything else (exit 2).
+    """Console-script entry point: `my-project-doctor`; no options (argparse refuses any)."""
     argparse.ArgumentParser(
         prog="my-project-doctor",  # its own line: a generated project's name may be long
         description=__doc__,

@@ -1,12 +1,7 @@
-"""The best checkpoint of a run, logged by the loggers that keep files: to Weights & Biases as
-a `model` artifact aliased ``best``, to MLflow under ``checkpoints/``, with the run's
-``config.yaml`` (secrets masked, written by `record.start`) when fit starts. Only rank 0 logs;
-nothing without such a logger.
-
-Lightning's own ``log_model=True`` logs the files of whichever ``ModelCheckpoint`` saved last,
-here the unmonitored `last.ckpt` (wandb aliases it `best` too): this logs the monitored
-callback's best file alone. The wandb file is referenced where it is (``policy="immutable"``),
-not copied: offline, keep the run directory until `wandb sync` has uploaded it.
+"""The best checkpoint of a run (rank 0), to Weights & Biases as a `model` artifact aliased
+``best``, to MLflow under ``checkpoints/`` with the run's ``config.yaml``. Lightning's
+``log_model=True`` would log the newest file, `last.ckpt`. The wandb file is referenced where it
+is: offline, keep the run directory until `wandb sync` has uploaded it.
 """
 
 from __future__ import annotations
@@ -44,12 +39,7 @@ class CheckpointArtifacts(Callback):
         import wandb
 
         score: Any = checkpoint.best_model_score
-        metadata = {
-            "monitor": checkpoint.monitor,
-            "mode": checkpoint.mode,
-            "score": None if score is None else float(score),
-            "original_filename": Path(checkpoint.best_model_path).name,
-        }
+        metadata = {str(checkpoint.monitor): None if score is None else float(score)}
         artifact = wandb.Artifact(f"model-{logger.experiment.id}", "model", metadata=metadata)
         artifact.add_file(checkpoint.best_model_path, name="model.ckpt", policy="immutable")
         logger.experiment.log_artifact(artifact, aliases=self.aliases)

@@ -1,12 +1,7 @@
 """Optuna pruning: report the searched metric after every validation, stop hopeless trials.
-
-optuna-integration's ``PyTorchLightningPruningCallback`` wants the Optuna trial in every
-process (a DDP child started by `trainer.devices=2` has none), and raises ``TrialPruned`` out
-of ``fit``, so a pruned run ends as a failure: no test, no ``metrics.json``. This callback
-reports from global rank 0 only, broadcasts the pruner's answer, and sets
-``trainer.should_stop`` on every rank together: a pruned trial ends like an early-stopped run.
-The sweeper (`hydra_plugins/my_project_optuna`) runs each job in this process and puts its
-trial in :data:`TRIALS`; a pruned trial gets the user attribute ``pruned_at_epoch``.
+Unlike optuna-integration's callback (the trial in every process, ``TrialPruned`` raised out
+of ``fit``), rank 0 reports and every rank stops together: a pruned trial ends like an
+early-stopped run, tested. The sweeper puts each job's trial in :data:`TRIALS`.
 """
 
 from __future__ import annotations
@@ -14,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_info
 
 from ..errors import UserError
 
@@ -32,11 +27,8 @@ class OptunaPruning(Callback):
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         from hydra.core.hydra_config import HydraConfig
 
-        if stage == "fit" and trainer.is_global_zero:
-            job = HydraConfig.get().job.num if HydraConfig.initialized() else None
-            self._trial = TRIALS.get(job) if job is not None else None
-            if self._trial is None:
-                rank_zero_warn("OptunaPruning: no Optuna trial for this job in this process.")
+        if stage == "fit" and trainer.is_global_zero and HydraConfig.initialized():
+            self._trial = TRIALS.get(HydraConfig.get().job.num)  # None: outside a search
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         epoch = trainer.current_epoch

@@ -1,14 +1,9 @@
-"""Plots of every run, for any module: learning curves after fit; after test, a confusion
-matrix (classification) or predicted against true values (regression), one per test loader.
-Written as PNGs into the run directory and logged to every logger that takes images (wandb).
-
-The task plot needs the module's outputs on the test set. A docs-style ``test_step`` returns
-nothing, so after each test batch ``(inputs, targets, ...)`` this callback runs ``forward`` on
-the inputs once more (without gradients): classification for one score per class against
-class indices, or one value a sample against 0/1 targets (a binary classifier with one logit,
-see `tasks.py`); regression for one number a sample otherwise. Anything else (a ``forward``
-that needs more than the inputs, dict batches) gets the learning curves only, and a line in
-the log saying why.
+"""Plots of every run, for any module, as PNGs in the run directory and images in the loggers
+that take them: learning curves after fit; after test, a confusion matrix (classification) or
+predicted against true values (regression). A docs-style ``test_step`` returns nothing, so
+after each test batch ``(inputs, targets, ...)`` this runs ``forward`` on the inputs again:
+class scores against class indices, or one value against 0/1 targets, are a classifier's; one
+number a sample otherwise, a regression's. Anything else gets a line in the log.
 """
 
 from __future__ import annotations
@@ -43,24 +38,16 @@ def log_image(trainer: Trainer, key: str, path: Path) -> None:
 
 
 class PlotCallback(Callback):
-    """Keeps a per-epoch history of what the module logs, plots it, and plots the test set.
-
-    Every scalar the module logs in training or validation is recorded once an epoch, as
-    ``callback_metrics`` holds it then: its epoch value (``on_epoch``), or for a value logged
-    per step only (a GAN's ``g_loss``), its last step's. A name with a stage (``train_loss``,
-    ``val/acc``) goes into that stage's line; one without (``g_loss``) into the stage whose
-    hooks logged it. Validation metrics are recorded when validation ends; train metrics
-    (often logged in the module's ``on_train_epoch_end``, which Lightning calls after the
-    callbacks') when the next epoch starts, at fit end, or when an epoch-end checkpoint is
-    written. The history is part of the checkpoint: a resumed run plots it all.
+    """Keeps a per-epoch history of each scalar logged in training or validation, from
+    ``callback_metrics`` (``g_loss`` as ``train/g_loss``; train metrics once the epoch is over),
+    plots it, and plots the test set. The history is in the checkpoint: a resume plots it all.
     """
 
     def __init__(self, dirpath: str, max_test_samples: int = 100_000) -> None:
         self.dirpath = Path(dirpath)
         self.max_test_samples = max_test_samples
         self.history: list[dict[str, float]] = []
-        self._test: dict[int, tuple[list[Tensor], list[Tensor]]] = {}  # per test loader
-        self._skip_reason: str | None = None
+        self._test: tuple[list[Tensor], list[Tensor]] | None = ([], [])  # outputs, targets
 
     def _record(self, trainer: Trainer, epoch: int, stage: str) -> None:
         results = validation_results(trainer) if stage == "val" else training_results(trainer)
@@ -97,19 +84,13 @@ class PlotCallback(Callback):
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._record(trainer, trainer.current_epoch - 1, "train")
-        if not trainer.is_global_zero or not self.history:
-            return
-        # the best checkpoint's metric, marked at its best epoch
-        best = [c for c in trainer.checkpoint_callbacks if getattr(c, "monitor", None)]
-        monitor, mode = (best[0].monitor, best[0].mode) if best else (None, "min")  # type: ignore[attr-defined]
-        self.dirpath.mkdir(parents=True, exist_ok=True)
         path = self.dirpath / "learning_curves.png"
-        if plot_learning_curves(self.history, path, monitor, mode) is not None:
+        if trainer.is_global_zero and plot_learning_curves(self.history, path) is not None:
             log_image(trainer, "plots/learning_curves", path)
 
-    # -- the test set: confusion matrix or predicted against true, per loader ----------------
+    # -- the test set: confusion matrix or predicted against true -------------------------
     def on_test_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._test, self._skip_reason = {}, None
+        self._test = ([], [])
 
     def on_test_batch_end(
         self,
@@ -120,45 +101,29 @@ class PlotCallback(Callback):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        kept, targets = self._test.setdefault(dataloader_idx, ([], []))
-        if self._skip_reason is not None or sum(map(len, targets)) >= self.max_test_samples:
-            return
-        if not (isinstance(batch, (list, tuple)) and len(batch) >= 2):
-            self._skip_reason = "test batches are not (inputs, targets, ...)"
+        if self._test is None or sum(map(len, self._test[1])) >= self.max_test_samples:
             return
         try:
+            if not isinstance(batch, (list, tuple)):
+                raise TypeError("test batches are not (inputs, targets, ...)")
             with torch.no_grad():
-                predicted = pl_module(batch[0])
-        except Exception as error:  # a forward that takes more than the inputs
-            self._skip_reason = f"forward(inputs) failed ({type(error).__name__}: {error})"
+                predicted, target = pl_module(batch[0]).detach(), batch[1].detach()
+        except Exception as error:  # a forward that takes more than the inputs, ...
+            log.info(f"Plots: no test-set plot ({type(error).__name__}: {error}).")
+            self._test = None
             return
-        if not (isinstance(predicted, Tensor) and isinstance(batch[1], Tensor)):
-            self._skip_reason = "forward(inputs) or the targets are not tensors"
-            return
-        kept.append(predicted.detach().float().cpu())
-        targets.append(batch[1].detach().cpu())
+        self._test[0].append(predicted.float().cpu())
+        self._test[1].append(target.cpu())
 
     def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # Every rank takes part in the gather (a collective), whatever it collected.
-        gathered = gather_from_ranks((self._test, self._skip_reason))
-        if not trainer.is_global_zero:
-            return
-        reasons = [reason for _, reason in gathered if reason]
-        loaders = sorted({index for test, _ in gathered for index in test})
-        for index in loaders if not reasons else []:
-            outputs = [t for test, _ in gathered for t in test.get(index, ([], []))[0]]
-            targets = [t for test, _ in gathered for t in test.get(index, ([], []))[1]]
-            if outputs:
-                name = f"_dataloader_{index}" if index else ""
-                where = f", loader {index}" if len(loaders) > 1 else ""
-                self._plot_test(trainer, torch.cat(outputs), torch.cat(targets), name, where)
-        if reasons or not loaders:
-            log.info(f"Plots: no test-set plot ({reasons[0] if reasons else 'no test batches'}).")
+        tests = [test for test in gather_from_ranks(self._test) if test is not None]
+        outputs = [t for kept, _ in tests for t in kept]
+        if trainer.is_global_zero and outputs and len(tests) == trainer.world_size:
+            targets = torch.cat([t for _, kept in tests for t in kept])
+            self._plot_test(trainer, torch.cat(outputs), targets)
 
-    def _plot_test(
-        self, trainer: Trainer, outputs: Tensor, targets: Tensor, name: str, where: str
-    ) -> None:
-        self.dirpath.mkdir(parents=True, exist_ok=True)
+    def _plot_test(self, trainer: Trainer, outputs: Tensor, targets: Tensor) -> None:
         per_sample = outputs.reshape(len(outputs), -1)
         probabilities = binary_probabilities(outputs, targets)
         integers = not targets.is_floating_point() and targets.dim() == 1
@@ -168,22 +133,16 @@ class PlotCallback(Callback):
             count = per_sample.shape[1]
             predicted, true = per_sample.argmax(dim=1), targets.clamp(0, count - 1)
         elif per_sample.shape[1] == 1 and targets.numel() == len(outputs):
-            path = self.dirpath / f"predictions{name}.png"
-            plot_predicted_vs_true(per_sample[:, 0].numpy(), targets.float().numpy(), path, where)
-            log_image(trainer, f"plots/predictions{name}", path)
+            path = self.dirpath / "predictions.png"
+            plot_predicted_vs_true(per_sample[:, 0].numpy(), targets.float().numpy(), path)
+            log_image(trainer, "plots/predictions", path)
             return
         else:
-            log.info(
-                f"Plots: no test-set plot for outputs of shape {tuple(outputs.shape)} and targets "
-                f"of shape {tuple(targets.shape)} (neither class scores nor one value a sample)."
-            )
+            log.info(f"Plots: no test-set plot for outputs {tuple(outputs.shape)}: not a task's.")
             return
-        path = self.dirpath / f"confusion_matrix{name}.png"
-        from sklearn.metrics import confusion_matrix
-
-        matrix = confusion_matrix(true.numpy(), predicted.numpy(), labels=range(count))
-        plot_confusion_matrix(matrix, path, where)
-        log_image(trainer, f"plots/confusion_matrix{name}", path)
+        path = self.dirpath / "confusion_matrix.png"
+        plot_confusion_matrix(true.numpy(), predicted.numpy(), count, path)
+        log_image(trainer, "plots/confusion_matrix", path)
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": [dict(row) for row in self.history]}

@@ -18,10 +18,8 @@ from .wandb import reachable
 def shown_uri(uri: str) -> str:
     """``uri`` without the user and password a tracking URI may hold (``http://u:p@host``)."""
     parsed = urlparse(uri)
-    if parsed.password is None and parsed.username is None:
-        return uri
-    host = parsed.hostname or ""
-    return parsed._replace(netloc=f"{host}:{parsed.port}" if parsed.port else host).geturl()
+    host = parsed.netloc.rpartition("@")[2]
+    return uri if host == parsed.netloc else parsed._replace(netloc=host).geturl()
 
 
 def mlflow_logger(
@@ -49,6 +47,5 @@ def mlflow_logger(
             "another logger, e.g. logger=csv)."
         )
     rank_zero_info(f"MLflow: logging to {shown_uri(uri).removeprefix('sqlite:///')}.")
-    if isinstance(tags, (list, tuple)) or (tags is not None and not hasattr(tags, "items")):
-        tags = {str(tag): "true" for tag in tags}
-    return MLFlowLogger(tracking_uri=uri, tags=dict(tags) if tags else None, **kwargs)
+    tags = dict(tags) if hasattr(tags, "items") else {str(tag): "true" for tag in tags or ()}
+    return MLFlowLogger(tracking_uri=uri, tags=tags or None, **kwargs)

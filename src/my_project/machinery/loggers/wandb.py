@@ -6,7 +6,6 @@ import netrc
 import os
 import socket
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -20,25 +19,17 @@ from ..errors import UserError
 def reachable(url: str, timeout: float = 5.0) -> str | None:
     """None if a TCP connection to the server (or its proxy) opens within ``timeout``, else the
     reason. With credentials but no network, wandb retries for about 100 s and then fails the
-    run; MLflow for minutes. In a daemon thread: name resolution ignores socket timeouts."""
+    run; MLflow for minutes."""
     parsed = urlparse(url)
     proxy = getproxies().get(parsed.scheme)  # behind a proxy, the proxy is what must answer
     if proxy and not proxy_bypass(parsed.hostname or ""):
         parsed = urlparse(proxy if "://" in proxy else f"http://{proxy}")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    result: list[str | None] = []
-
-    def connect() -> None:
-        try:
-            with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
-                result.append(None)
-        except OSError as error:
-            result.append(f"{type(error).__name__}: {error}")
-
-    thread = threading.Thread(target=connect, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    return result[0] if result else f"no answer within {timeout:g} s"
+    try:
+        with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
+            return None
+    except OSError as error:
+        return f"{type(error).__name__}: {error}"
 
 
 def wandb_logger(
@@ -46,20 +37,17 @@ def wandb_logger(
 ) -> Any:
     """Lightning's ``WandbLogger``, its mode decided here rather than by wandb's interactive
     login: ``offline=None`` is online with credentials (an API key in the environment or in
-    ~/.netrc; or ``WANDB_MODE=online``), offline otherwise, with one line saying how to upload
-    the run later. ``group=None`` groups the jobs of a multirun by their sweep folder."""
+    ~/.netrc; or ``WANDB_MODE=online``) and a server that answers, offline otherwise, with one
+    line saying how to upload the run later. ``group=None`` groups a multirun's jobs."""
     import wandb
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     from lightning.pytorch.loggers import WandbLogger
 
-    mode, server = (
-        os.environ.get("WANDB_MODE"),
-        os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai"),
-    )
+    mode = os.environ.get("WANDB_MODE")
+    server = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
     try:
-        path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-        login = path.is_file() and netrc.netrc(path).authenticators(urlparse(server).hostname or "")
+        login = netrc.netrc(os.environ.get("NETRC")).authenticators(urlparse(server).hostname or "")
     except (netrc.NetrcParseError, OSError):
         login = None
     credentials = bool(os.environ.get("WANDB_API_KEY") or login)
@@ -73,11 +61,9 @@ def wandb_logger(
             f"`wandb login` once, or drop {asked} to log offline (`wandb sync` uploads later)."
         )
     why = "WANDB_MODE=offline" if mode in ("offline", "dryrun") else "no credentials found"
-    unreachable = None if offline else reachable(server)
-    if unreachable:
-        why = f"credentials found but {server} cannot be reached ({unreachable})"
-    if offline or unreachable:
-        offline = True
+    if not offline and (unreachable := reachable(server)):
+        offline, why = True, f"credentials found but {server} cannot be reached ({unreachable})"
+    if offline:
         os.environ["WANDB_MODE"] = "offline"
         rank_zero_info(
             f"wandb: {why}; logging offline under {save_dir}/wandb. Upload later with "
@@ -89,8 +75,7 @@ def wandb_logger(
     wandb.setup()
     if group is None and HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
         group = f"multirun-{Path(HydraConfig.get().sweep.dir).name}"
-    # wandb.init checks these when the run starts (at the first log, after the run directory
-    # is written): checked now (a tag over 64 characters...)
+    # wandb.init checks these at the first log, after the run directory is written: now.
     tags, name = tuple(kwargs.get("tags") or ()), kwargs.get("name")
     wandb.Settings(run_tags=tags, run_group=group, run_name=name, project=kwargs.get("project"))
     Path(save_dir).mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,6 @@
-"""eval.py, predict.py, serve.py and export.py, given a checkpoint, take the `model` and `data`
-of the run that wrote it (its `config.yaml`, beside `checkpoints/`) unless the command line
-names them. The model is rebuilt from the checkpoint's own hyperparameters, so a model setting
-on the command line (`model.lr=...`, `model/net=mlp`) is refused rather than silently ignored.
+"""eval.py, predict.py, serve.py and export.py take the `model` and `data` of the run that
+wrote the checkpoint (its `config.yaml`) unless the command line names them. The model is
+rebuilt from the checkpoint's hyperparameters: a model setting on the command line is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +16,20 @@ from ..errors import UserError
 from ..reliability.resume import override_key
 from ..reliability.secrets import MASK
 from .hydra_errors import describe_yaml_error
+
+
+def checkpoint_run(cfg: DictConfig) -> tuple[str, dict[str, Any], Any]:
+    """predict.py's, serve.py's and export.py's first steps: check, take the checkpoint run's model
+    and data, load its model; the checkpoint, the config to record, the model (eval mode)."""
+    from .. import preflight
+    from . import build, entry
+
+    entry.register()
+    ckpt_path = preflight.check_config(cfg, checkpoint_required=True)
+    assert ckpt_path is not None
+    use_checkpoint_run(cfg, ckpt_path)
+    config = build.masked_config(cfg)
+    return ckpt_path, config, build.load_model(cfg.model._target_, ckpt_path).eval()
 
 
 def use_checkpoint_run(cfg: DictConfig, ckpt_path: str) -> None:

@@ -1,8 +1,6 @@
 """Export: `python export.py ckpt_path=PATH format=onnx` writes the checkpoint's ``forward``
-as ONNX (Lightning's ``to_onnx``, torch's exporter, any batch size), then ONNX Runtime runs it
-on every input of the data's ``split``: within ``atol + rtol * |PyTorch's|`` of PyTorch's, it
-is put in the run directory, else nothing is. What the exporter cannot take is one paragraph,
-in the exporter's words.
+as ONNX (Lightning's ``to_onnx``, any batch size) into the run directory once ONNX Runtime
+matches PyTorch on every input of the data's ``split`` (``atol + rtol * |PyTorch's|``).
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from omegaconf import DictConfig
 from ..errors import UserError, require_extra
 from . import entry
 from .boundary import describe
-from .checkpoint_config import use_checkpoint_run
+from .checkpoint_config import checkpoint_run
 
 
 def export(cfg: DictConfig) -> Path:
@@ -28,26 +26,15 @@ def export(cfg: DictConfig) -> Path:
     require_extra(("onnx", "onnxscript", "onnxruntime"), "export", "export.py format=onnx")
     import torch
 
-    from .. import preflight
     from ..config import print_config_tree
-    from . import build
-    from .predict import first_batch, inputs_of, split_loaders
+    from .predict import inputs_of, split_loaders
     from .serve import signature_of
     from .serve_api import shown
 
-    entry.register()
-    if cfg.format != "onnx":
-        raise UserError(
-            f"format={cfg.format} is not one export.py writes; pass format=onnx (TorchScript, "
-            "the other format Lightning offers, is deprecated in Lightning 2.6)."
-        )
-    ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
-    assert ckpt_path is not None
-    use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
-    config = build.masked_config(cfg)  # build
-    model = build.load_model(cfg.model._target_, ckpt_path).eval()
-    loaders = split_loaders(cfg, model)
-    first_batch(loaders, cfg)  # not empty
+    if cfg.format != "onnx":  # (Lightning's other format, TorchScript, is deprecated)
+        raise UserError(f"format={cfg.format} is not one export.py writes; pass format=onnx.")
+    _, config, model = checkpoint_run(cfg)  # check, build
+    loaders, _ = split_loaders(cfg, model)
     inputs = torch.cat([inputs_of(batch) for loader in loaders for batch in loader])
     shape, dtype = signature_of(inputs, type(model).__name__)
     print_config_tree(config)
@@ -70,9 +57,9 @@ def export(cfg: DictConfig) -> Path:
 
 
 def export_onnx(model: Any, sample: Any, path: Path) -> None:
-    """``model.forward`` to ``path`` (one file), traced on ``sample``, any batch size; what the
-    exporter cannot take is a :class:`UserError` in its words (the innermost error). Its
-    progress lines and warnings stay off the screen."""
+    """``model.forward`` to ``path`` (one file), traced on ``sample``, any batch size, its
+    progress lines and warnings off the screen; what the exporter cannot take is a
+    :class:`UserError` in its words (the innermost error)."""
     import torch
 
     with torch.no_grad():

@@ -1,15 +1,9 @@
-"""Prediction: `python predict.py ckpt_path=PATH` writes what a checkpoint's model predicts,
-for a split of `data` (`split=test`) or the inputs of a numpy file (`input_path=x.npy`), as
-``predictions.csv`` in the run directory. The model and data are the run's that wrote it.
-
-Lightning's ``trainer.predict`` runs it. A module with its own ``predict_step`` gets batches
-shaped as its data module's (a file's inputs in place of their first element); any other gets
-each batch's inputs through ``forward`` (Lightning's default ``predict_step``), a classifier's
-outputs (scores against class indices, or one value against 0/1 targets, as the split's first
-batch shows) as its class, ``prediction``, and ``prob``, its probabilities (of class 1 for one
-value). A tensor or a dict of tensors a batch becomes columns: one for one value a sample
-(``prediction``, or the key), ``<name>_<k>`` for several; a split adds its ``target``, and
-``dataloader`` when the data module gives it several loaders.
+"""Prediction: `python predict.py ckpt_path=PATH` writes what a checkpoint's model (and the
+run's data) predicts for a split of `data` as ``predictions.csv``, with Lightning's
+``trainer.predict``. A module's own ``predict_step`` gets whole batches; any other gets their
+inputs through ``forward``, a classifier's outputs (scores against class indices, or one value
+against 0/1 targets) as its class, ``prediction``, and ``prob``, its probabilities. A tensor or
+a dict of tensors a batch becomes columns (``<name>_<k>`` for several values), after ``target``.
 """
 
 from __future__ import annotations
@@ -24,43 +18,31 @@ from omegaconf import DictConfig
 from ..errors import UserError
 from . import entry
 from .boundary import describe
-from .checkpoint_config import use_checkpoint_run
+from .checkpoint_config import checkpoint_run
 
 if TYPE_CHECKING:
-    import numpy as np
     from torch import Tensor
 
 
 def predict(cfg: DictConfig) -> Path:
-    """Load the checkpoint's model, predict the inputs, write and return the CSV's path."""
+    """Load the checkpoint's model, predict the split, write and return the CSV's path."""
     import torch
+    from lightning.pytorch.utilities.model_helpers import is_overridden
 
-    from .. import preflight
     from ..config import print_config_tree
     from . import build
 
-    entry.register()
-    ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
-    assert ckpt_path is not None
-    use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
+    _, config, model = checkpoint_run(cfg)  # check, build
     path = Path(cfg.paths.output_dir) / str(cfg.get("output_file") or "")
     if not cfg.get("output_file") or path.is_dir():
         raise UserError(
             f"output_file={cfg.get('output_file') or ''} names no file to write the predictions "
             "to; pass a file name, e.g. `output_file=predictions.csv` (in the run directory)."
         )
-    config = build.masked_config(cfg)  # build
-    model = build.load_model(cfg.model._target_, ckpt_path)
-    own = own_predict_step(model)
-    loaders = split_loaders(cfg, model)
-    example = first_batch(loaders, cfg)
-    task = None if own else classifier_of(model, example)
-    file = cfg.get("input_path")
-    source = f"input_path={file}" if file else f"the {cfg.split} split"
-    if file:
-        inputs = torch.from_numpy(load_inputs(file, model.hparams.get("in_shape")))
-        loaders = [[like_data(example, x) if own else x for x in inputs.split(cfg.batch_size)]]
-    batches = [Batches(loader, whole=own) for loader in loaders]
+    own = is_overridden("predict_step", model)
+    loaders, first = split_loaders(cfg, model)
+    task = None if own else classifier_of(model, first)
+    batches = Batches(loaders, whole=own)
     trainer = build.build_trainer(cfg, callbacks=[], loggers=[], enable_checkpointing=False)
     if trainer.world_size > 1:
         raise UserError(
@@ -73,28 +55,23 @@ def predict(cfg: DictConfig) -> Path:
     try:  # run
         outputs = trainer.predict(model, dataloaders=batches)
     except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as error:
-        if own and not file:
+        if own:
             raise  # the module's own predict_step: its traceback
-        shape = f", shaped {tuple(inputs.shape)}" if file else ""
         raise UserError(
-            f"{type(model).__name__} cannot take the inputs of {source}{shape} "
+            f"{type(model).__name__} cannot take the inputs of the {cfg.split} split "
             f"({describe(error)}) Without a predict_step of its own, predict.py calls "
-            "`forward(inputs)` on each batch's inputs (its first element): pass inputs shaped "
-            "like a batch of its training data, or give the module a `predict_step(self, "
-            "batch, batch_idx)` returning a tensor or a dict of tensors for a batch."
+            "`forward(inputs)` on each batch's inputs (its first element): give the module a "
+            "`predict_step(self, batch, batch_idx)` returning a tensor or a dict of tensors."
         ) from error
-    per_loader = outputs if len(batches) > 1 else [outputs or []]  # record what came out
-    predicted = prediction_columns([out for outs in per_loader for out in outs], task)
+    predicted = prediction_columns(outputs or [], task)  # record what came out
     count = len(next(iter(predicted.values())))
-    seen = [t for b in batches for t in b.targets]
     table: dict[str, Any] = {}
-    if not file and seen and all(isinstance(t, torch.Tensor) for t in seen):
-        target = torch.cat([_rows(t) for t in seen])
+    if batches.targets and all(isinstance(t, torch.Tensor) for t in batches.targets):
+        target = torch.cat([_rows(t) for t in batches.targets])
         table["target"] = target.long() if task is not None else target
-    if len(batches) > 1 and not file:
-        table["dataloader"] = torch.cat([torch.full((b.rows,), i) for i, b in enumerate(batches)])
     table = {k: v for k, v in columns(table).items() if len(v) == count}
     write_predictions({**table, **predicted}, path)
+    source = f"the {cfg.split} split"
     print(f"Wrote {count} predictions for {source} to {path}{score(predicted, table)}")
     return path
 
@@ -110,16 +87,9 @@ def score(predicted: Mapping[str, Tensor], table: Mapping[str, Tensor]) -> str:
     return f" (RMSE {rmse:.4g} against its targets)"
 
 
-def own_predict_step(model: Any) -> bool:
-    from lightning.pytorch import LightningModule
-    from lightning.pytorch.utilities.model_helpers import is_overridden
-
-    return is_overridden("predict_step", model, LightningModule)
-
-
-def split_loaders(cfg: DictConfig, model: Any) -> list[Any]:
+def split_loaders(cfg: DictConfig, model: Any) -> tuple[list[Any], Any]:
     """The loaders of ``cfg.split`` of ``cfg.data`` (one, or the several a data module gives),
-    in a fixed order: DataLoaders again, unshuffled, of ``batch_size``."""
+    in a fixed order: DataLoaders again, unshuffled, of ``batch_size``; and their first batch."""
     from torch.utils.data import DataLoader
 
     from ..preflight import contract
@@ -135,20 +105,17 @@ def split_loaders(cfg: DictConfig, model: Any) -> list[Any]:
     except Exception as error:  # Lightning's default hook raises: the module has no such split
         raise UserError(
             f"{type(datamodule).__name__} gives no {cfg.split} split ({error}). Use another "
-            "`split=` (train, val or test) or `input_path=inputs.npy`."
+            "`split=` (train, val or test)."
         ) from error
     loaders = list(loaders.values()) if isinstance(loaders, Mapping) else loaders
-    return [
+    loaders = [
         DataLoader(lo.dataset, int(cfg.batch_size), shuffle=False, collate_fn=lo.collate_fn)
         if isinstance(lo, DataLoader)
         else lo
         for lo in (loaders if isinstance(loaders, (list, tuple)) else [loaders])
     ]
-
-
-def first_batch(loaders: list[Any], cfg: DictConfig) -> Any:
     for batch in loaders[0]:
-        return batch
+        return loaders, batch
     raise UserError(f"The {cfg.split} split of {cfg.data._target_} is empty; pick another split.")
 
 
@@ -170,25 +137,20 @@ def like_data(example: Any, inputs: Tensor) -> Any:
 
 
 class Batches:
-    """A loader's batches as the model takes them: whole (its own ``predict_step``) or their
-    inputs (Lightning's default ``predict_step`` calls ``forward`` on the batch); the targets
-    (second elements) and the number of inputs kept aside."""
+    """The loaders' batches, one after another, as the model takes them: whole (its own
+    ``predict_step``) or their inputs (Lightning's default ``predict_step`` calls ``forward``
+    on the batch); the targets (second elements) kept aside."""
 
-    def __init__(self, loader: Any, whole: bool) -> None:
-        self.loader, self.whole = loader, whole
+    def __init__(self, loaders: list[Any], whole: bool) -> None:
+        self.loaders, self.whole = loaders, whole
         self.targets: list[Any] = []
-        self.rows = 0
 
     def __iter__(self) -> Iterator[Any]:
-        self.targets, self.rows = [], 0
-        for batch in self.loader:
+        self.targets = []
+        for batch in (batch for loader in self.loaders for batch in loader):
             if isinstance(batch, (list, tuple)) and len(batch) > 1:
                 self.targets.append(batch[1])
-            self.rows += len(inputs_of(batch))
             yield batch if self.whole else inputs_of(batch)
-
-    def __len__(self) -> int:
-        return len(self.loader)
 
 
 def classifier_of(model: Any, batch: Any) -> str | None:
@@ -267,51 +229,6 @@ def _rows(tensor: Any) -> Tensor:
     """One row per sample, on the CPU."""
     tensor = tensor.detach().cpu()
     return tensor.reshape(len(tensor), -1) if tensor.dim() else tensor.reshape(1, 1)
-
-
-def load_inputs(path: str | Path, in_shape: Sequence[int] | None = None) -> np.ndarray:
-    """The inputs of a .npy file, as :func:`as_inputs` takes them."""
-    import numpy as np
-
-    try:
-        array = np.load(path, allow_pickle=False).astype(np.float32)
-    except (OSError, ValueError, EOFError) as error:
-        raise UserError(
-            f"input_path={path} cannot be read as inputs ({describe(error)}) Save them with "
-            "`numpy.save(path, inputs)`, an array of numbers shaped (N, ...)."
-        ) from error
-    return as_inputs(array, in_shape, f"input_path={path}")
-
-
-def as_inputs(array: np.ndarray, in_shape: Sequence[int] | None, source: str) -> np.ndarray:
-    """``array`` as inputs shaped ``(N, *in_shape)`` (the model's hyperparameter; without one,
-    as given): also one input alone, and (N, H, W) for one-channel images (1, H, W). Inputs
-    with NaN or infinite values are refused: the model's outputs for them mean nothing."""
-    import numpy as np
-
-    if in_shape is not None:
-        shape = tuple(int(n) for n in in_shape)
-        short = shape[1:] if len(shape) == 3 and shape[0] == 1 else shape  # no channel axis
-        if array.shape in (shape, short):
-            array = array[None]  # a single input
-        if array.shape[1:] == short:
-            array = array.reshape(-1, *shape)
-        if array.shape[1:] != shape:
-            raise UserError(
-                f"{source} holds an array of shape {tuple(array.shape)}, but the model in this "
-                f"checkpoint takes inputs of shape {shape}: pass an array shaped "
-                f"(N, {', '.join(map(str, shape))}), preprocessed as in training."
-            )
-    if array.ndim == 0 or not len(array):
-        raise UserError(f"{source} holds no inputs; pass an array shaped (N, ...).")
-    rows = np.flatnonzero(~np.isfinite(array.reshape(len(array), -1)).all(axis=1))
-    if len(rows):
-        raise UserError(
-            f"{source} has NaN or infinite values in {len(rows)} of its {len(array)} inputs "
-            f"(rows {', '.join(map(str, rows[:10]))}{' ...' * (len(rows) > 10)}, from 0); "
-            "a model's outputs for them mean nothing. Drop or replace those rows."
-        )
-    return array
 
 
 def write_predictions(table: Mapping[str, Tensor], path: Path) -> None:

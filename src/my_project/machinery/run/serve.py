@@ -1,11 +1,7 @@
-"""Serving: `python serve.py ckpt_path=PATH` answers `POST /predict` with what the model predicts.
-
-An HTTP server (LitServe's) for any module, as predict.py runs one: the model and data of the
-run that wrote the checkpoint, its ``predict_step`` given a batch shaped as the data's (or
-``forward``: a classifier's outputs as class and probabilities), on the device and in the
-precision the trainer config names. Concurrent requests are predicted in batches; a bad
-request gets a 4xx, and the server goes on (`serve_api.py`). ``GET /health`` says ``ok`` once
-the model is loaded; ``GET /info`` what to send. Ctrl-C or SIGTERM stop it.
+"""Serving: `python serve.py ckpt_path=PATH` answers `POST /predict` as predict.py predicts
+(LitServe's server, on the device and in the precision the trainer config names). Concurrent
+requests are predicted in batches; a bad request gets a 4xx and the server goes on
+(`serve_api.py`). ``GET /health`` says ``ok`` once the model is loaded. Ctrl-C or SIGTERM stop it.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..errors import UserError, require_extra
 from . import entry
 from .boundary import describe
-from .checkpoint_config import use_checkpoint_run
+from .checkpoint_config import checkpoint_run
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
 
@@ -33,27 +29,22 @@ def serve(cfg: DictConfig) -> None:
     """Check, load the checkpoint's model, and serve it until stopped."""
     require_extra(("litserve",), "serve", "serve.py")
     import litserve as ls
+    from lightning.pytorch.utilities.model_helpers import is_overridden
+    from lightning_utilities.core.apply_func import apply_to_collection
+    from torch import Tensor
 
-    from .. import preflight
     from ..config import print_config_tree
-    from . import build
-    from .predict import classifier_of, first_batch, inputs_of, own_predict_step, split_loaders
+    from .predict import classifier_of, inputs_of, split_loaders
     from .serve_api import CheckpointAPI, RequestCheck, shown
 
-    entry.register()
-    ckpt_path = preflight.check_config(cfg, checkpoint_required=True)  # check
-    assert ckpt_path is not None
-    use_checkpoint_run(cfg, ckpt_path)  # its model and data, unless the command names them
+    ckpt_path, config, model = checkpoint_run(cfg)  # check, build
     check_address(cfg.host, cfg.port)
-    config = build.masked_config(cfg)  # build
-    model = build.load_model(cfg.model._target_, ckpt_path).eval()
-    batch = first_batch(split_loaders(cfg, model), cfg)
+    _, batch = split_loaders(cfg, model)
     shape, dtype = signature_of(inputs_of(batch), type(model).__name__)
-    example = one_row(batch) if own_predict_step(model) else None
+    own = is_overridden("predict_step", model)  # gets batches shaped as the data's first
+    example = apply_to_collection(batch, Tensor, lambda t: t[:1]) if own else None
     task = None if example is not None else classifier_of(model, batch)
-    check_answers(model, shape, dtype, example, task)
     devices = OmegaConf.to_object(cfg.trainer).get("devices", "auto")  # type: ignore[union-attr]
-    request = '{"inputs": [...]}'
     try:  # LitServe's own checks of its settings
         api = CheckpointAPI(
             cfg.model._target_, ckpt_path, shape, dtype, example, task, cfg.trainer.precision,
@@ -65,14 +56,7 @@ def serve(cfg: DictConfig) -> None:
             devices="auto" if devices in (-1, "-1", "auto") else devices,
             workers_per_device=cfg.workers_per_device,
             timeout=cfg.timeout,
-            middlewares=[
-                (RequestCheck, {"shape": shape, "dtype": dtype, "max_bytes": cfg.max_request_bytes})
-            ],
-            model_metadata={
-                "checkpoint": ckpt_path,
-                "model": type(model).__name__,
-                "request": f"POST /predict {request}, inputs shaped {shown(shape, dtype)}",
-            },
+            middlewares=[(RequestCheck, {"shape": shape, "dtype": dtype})],
         )
     except (ValueError, TypeError) as error:
         raise UserError(
@@ -84,12 +68,8 @@ def serve(cfg: DictConfig) -> None:
     print_config_tree(config)
     print_config_tree(config, save_to=output_dir / "config_tree.log")
     url = f"http://{'localhost' if cfg.host == '127.0.0.1' else cfg.host}:{cfg.port}"
-    print(
-        f"Serving {type(model).__name__} of {ckpt_path} at {url}/predict: POST {request} with "
-        f"inputs shaped {shown(shape, dtype)}; GET {url}/health says ok once it is ready. "
-        "Ctrl-C stops it.",
-        flush=True,
-    )
+    send = 'POST {"inputs": [...]}, inputs shaped ' + shown(shape, dtype)
+    print(f"Serving {type(model).__name__} of {ckpt_path} at {url}/predict: {send}.", flush=True)
     with stops_as_litserve_expects():  # run, until stopped
         server.run(
             host=cfg.host, port=cfg.port, log_level=cfg.log_level, generate_client_file=False
@@ -106,30 +86,6 @@ def signature_of(inputs: Any, name: str) -> tuple[tuple[int, ...], str]:
             "whose input is one tensor, a batch of samples along its first dimension."
         )
     return tuple(inputs.shape[1:]), str(inputs.dtype).removeprefix("torch.")
-
-
-def check_answers(model: Any, shape: tuple[int, ...], dtype: str, example: Any, task: Any) -> None:
-    """The model answers two inputs of the data's shape as serve.py answers them (a tensor or
-    a dict of tensors with a row per input): found at start-up, not per request."""
-    import torch
-
-    from .serve_api import answer, shown
-
-    try:
-        with torch.inference_mode():
-            answer(model, torch.zeros(2, *shape, dtype=getattr(torch, dtype)), example, task)
-    except (RuntimeError, TypeError, ValueError, IndexError) as error:
-        raise UserError(
-            f"{type(model).__name__} cannot take inputs shaped {shown(shape, dtype)}, as its "
-            f"data's are ({describe(error)}) serve.py sends it those of each request."
-        ) from error
-
-
-def one_row(batch: Any) -> Any:
-    """The first sample of a batch, as a batch (what ``like_data`` copies shapes from)."""
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(part[:1] for part in batch)
-    return batch[:1] if hasattr(batch, "shape") else batch
 
 
 def check_address(host: Any, port: Any) -> None:
@@ -152,15 +108,11 @@ def check_address(host: Any, port: Any) -> None:
 
 @contextlib.contextmanager
 def stops_as_litserve_expects() -> Iterator[None]:
-    """SIGTERM and Ctrl-C stop the server as LitServe stops on Ctrl-C, then end the job as a
-    stopped job ends (exit status 128 + the signal number, `entry.stop_signals`).
-
-    LitServe shuts its processes down when ``KeyboardInterrupt`` reaches its ``run``; another
-    exception there leaves its process manager mid-call and hangs. So both signals raise
-    ``KeyboardInterrupt`` here; a second one ends the server's processes and this one at once.
-    The HTTP processes LitServe forks start with the default handlers, which uvicorn expects.
-    LitServe's worker-monitoring thread, which may still poll the process manager LitServe is
-    shutting down, is not heard from once the stop began (it reported a `BrokenPipeError`).
+    """SIGTERM and Ctrl-C stop the server as LitServe stops on Ctrl-C (``KeyboardInterrupt``
+    in its ``run``: another exception there hangs it), then end the job as a stopped job ends
+    (exit status 128 + the signal number); a second signal ends every process at once. The HTTP
+    processes LitServe forks keep the default handlers, which uvicorn expects; LitServe's
+    monitoring thread, which reports a `BrokenPipeError` once the stop began, is not heard.
     """
     import multiprocessing
 

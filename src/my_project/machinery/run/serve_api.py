@@ -1,10 +1,7 @@
-"""What serve.py's server does with a request: ``{"inputs": X}``, X one input shaped like the
-model's (or a batch of them), answered with what predict.py writes for them, by name (a dict's
-keys; a bare tensor is ``prediction`` for one value a sample, else ``output``), a row per input.
-
-LitServe runs :class:`CheckpointAPI` in an inference worker; concurrent requests are predicted
-together. It answers a worker's exception with a 500 for every request of the batch, so a bad
-request never reaches one: :class:`RequestCheck`, in the HTTP process, answers it alone (422).
+"""What serve.py's server does with a request, ``{"inputs": X}`` (one input or a batch): what
+predict.py writes for them, by name, a row per input. LitServe fails every request of a batch
+for one worker's exception, so :class:`RequestCheck`, in the HTTP process, answers a bad one
+alone (422).
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from starlette.responses import JSONResponse
 
 from ..errors import UserError
 from .boundary import describe
-from .predict import as_inputs, like_data, named_outputs
+from .predict import like_data, named_outputs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,7 +33,8 @@ def shown(shape: Sequence[int], dtype: str) -> str:
 
 def request_inputs(body: Any, shape: tuple[int, ...], dtype: str) -> tuple[np.ndarray, bool]:
     """The inputs of a request (its raw body, or its JSON already parsed) as an array shaped
-    ``(N, *shape)``, and whether it held a single input; else an HTTPException (422)."""
+    ``(N, *shape)`` (``(N, H, W)`` for one channel too), and whether it held a single input;
+    else an HTTPException (422)."""
     import numpy as np
 
     # (no doubled braces: generated projects must hold no Jinja-looking text)
@@ -46,12 +44,16 @@ def request_inputs(body: Any, shape: tuple[int, ...], dtype: str) -> tuple[np.nd
         if set(payload) != {"inputs"}:
             raise KeyError(f"keys {sorted(payload)}, not 'inputs'")
         array = np.asarray(payload["inputs"], dtype=np.float32)
-        single = array.shape in (shape, shape[1:] if len(shape) == 3 and shape[0] == 1 else shape)
-        return as_inputs(array, shape, "The request").astype(dtype, copy=False), single
-    except UserError as error:
-        raise HTTPException(422, str(error)) from error
     except (ValueError, TypeError, KeyError) as error:
         raise HTTPException(422, f"The request cannot be read: {describe(error)} {send}") from error
+    short = shape[1:] if len(shape) == 3 and shape[0] == 1 else shape  # no channel axis
+    single = array.shape in (shape, short)
+    array = array.reshape(-1, *shape) if single or array.shape[1:] == short else array
+    if array.shape[1:] != shape or not len(array):
+        raise HTTPException(422, f"The request holds inputs of shape {array.shape}. {send}")
+    if not np.isfinite(array).all():
+        raise HTTPException(422, f"The request has NaN or infinite values. {send}")
+    return array.astype(dtype, copy=False), single
 
 
 def answer(model: Any, inputs: torch.Tensor, example: Any, task: str | None) -> dict[str, Any]:
@@ -73,9 +75,8 @@ def answer(model: Any, inputs: torch.Tensor, example: Any, task: str | None) -> 
 
 
 class CheckpointAPI(ls.LitAPI):
-    """A checkpoint's model behind LitServe. Holds plain values and small tensors: LitServe
-    pickles it into each inference worker, which loads the checkpoint in :meth:`setup` on the
-    device it is given, in the run's precision (through Fabric, as the Trainer does)."""
+    """A checkpoint's model behind LitServe, pickled into each inference worker, which loads it
+    in :meth:`setup` on its device, in the run's precision (through Fabric, as the Trainer)."""
 
     def __init__(
         self,
@@ -137,24 +138,18 @@ class CheckpointAPI(ls.LitAPI):
 
 
 class RequestCheck(BaseHTTPMiddleware):
-    """Middleware of the HTTP process: a ``POST /predict`` larger than ``max_bytes`` (413) or
-    that :func:`request_inputs` refuses (422) is answered here, alone; a good one goes on with
-    its body (Starlette hands the body read here to the app)."""
+    """Middleware of the HTTP process: a ``POST /predict`` that :func:`request_inputs` refuses
+    is answered here (422), alone; a good one goes on with its body (Starlette hands the body
+    read here to the app)."""
 
-    def __init__(self, app: Any, shape: tuple[int, ...], dtype: str, max_bytes: int) -> None:
+    def __init__(self, app: Any, shape: tuple[int, ...], dtype: str) -> None:
         super().__init__(app)
-        self.shape, self.dtype, self.max_bytes = shape, dtype, max_bytes
+        self.shape, self.dtype = shape, dtype
 
     async def dispatch(self, request: Request, call_next: Any) -> Any:
         if request.method != "POST" or request.url.path != "/predict":
             return await call_next(request)
         try:
-            if int(request.headers.get("content-length") or 0) > self.max_bytes:
-                raise HTTPException(
-                    413,
-                    f"The request is larger than max_request_bytes={self.max_bytes}: send fewer "
-                    "inputs per request.",
-                )
             request_inputs(await request.body(), self.shape, self.dtype)
         except HTTPException as error:
             return JSONResponse({"detail": error.detail}, status_code=error.status_code)
