@@ -182,6 +182,8 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
                 "end (or stop it), or choose another directory (leave `hydra.run.dir` out for a "
                 "new one under logs/)."
             ) from error
+        except OSError:  # a filesystem without locks (some network ones): the run goes unlocked
+            release()
     found = [name for name in refused if (run_dir / name).exists()]
     if found:
         release()

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..config import print_config_tree, shown_path
 from ..distributed import is_rank_zero
+from ..reliability.resume import keep_csv_history, newest_checkpoint
 from ..reliability.secrets import masked_argv
 
 if TYPE_CHECKING:
@@ -58,8 +59,6 @@ def start(job: Job, save_config: bool = True) -> None:
     """``config_tree.log``, ``config.yaml`` and the loggers' hyperparameters; a resumed run first
     keeps its CSV log's rows up to the checkpoint (`resume.keep_csv_history`)."""
     if job.resumed.get("global_step"):
-        from ..reliability.resume import keep_csv_history
-
         keep_csv_history(job.loggers, job.resumed["logger_step"])
     if is_rank_zero():  # the Trainer knows its rank only once it runs
         job.output_dir.mkdir(parents=True, exist_ok=True)
@@ -91,8 +90,6 @@ def next_steps(job: Job) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     from lightning.pytorch.callbacks import ModelCheckpoint
-
-    from ..reliability.resume import newest_checkpoint
 
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     if not job.trainer.is_global_zero or multirun:
