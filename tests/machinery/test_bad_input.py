@@ -28,7 +28,6 @@ from .helpers import DOCS_STYLE, FAST, compose_config, run_entry
         ("model.lr=fast", "`model.lr='fast'` must be a number, not str"),
         ("model.hidden=[5]", "`model.hidden=[5]` must be an integer, not list"),
         ("data.num_features=1.5", "`data.num_features=1.5` must be an integer, not float"),
-        ("seed=abc", "`seed='abc'` must be an integer or null"),
     ],
 )
 def test_wrong_types_name_the_key_and_the_expected_type(
@@ -162,14 +161,3 @@ def test_a_monitor_the_validation_does_not_log_stops_before_training(
     assert "`monitor=val_acc` on the command line" in message
     assert not list((run_dir / "checkpoints").glob("*.ckpt"))  # not one training step
     assert "train_loss" not in (run_dir / "train.log").read_text()
-
-
-def test_a_missing_checkpoint_names_the_newest_of_the_run_directories_below(tmp_path: Path) -> None:
-    from my_project.machinery.preflight.checkpoint import check_checkpoint_path
-
-    newest = tmp_path / "logs" / "train" / "runs" / "r1" / "checkpoints" / "last.ckpt"
-    newest.parent.mkdir(parents=True)
-    newest.write_bytes(b"")
-    with pytest.raises(UserError) as refused:
-        check_checkpoint_path(str(tmp_path / "logs" / "nope.ckpt"))
-    assert f"does not exist. The newest under {tmp_path / 'logs'}: {newest}." in str(refused.value)

@@ -15,8 +15,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from my_project.machinery.distributed import is_rank_zero
 from my_project.machinery.errors import UserError
 from my_project.machinery.preflight.devices import check_devices
-from my_project.machinery.strategies.ddp import hydra_job_command
-from my_project.machinery.strategies.samplers import unpadded
+from my_project.machinery.strategies.ddp import hydra_job_command, unpadded
 
 from .helpers import CONFIG_DIR, DOCS_STYLE, compose_config, run_entry
 
@@ -44,14 +43,6 @@ def test_ddp_cpu_preset_and_two_devices_pass_the_checks_on_any_machine(tmp_path:
     check(accelerator="cpu", devices=2, strategy="ddp_spawn")
     check(accelerator="cpu", devices=2, strategy="dp")
     check(accelerator="cpu", devices=-1)  # Lightning refuses it itself, in its own words
-
-
-def test_dp_started_as_several_processes_says_to_start_it_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(UserError, match=r"started as 2 processes.*`trainer.strategy=ddp`"):
-        check(accelerator="cpu", devices=2, strategy="dp")
 
 
 def test_dp_on_several_nodes_explains_why_not() -> None:

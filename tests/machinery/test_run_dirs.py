@@ -110,14 +110,13 @@ def test_a_second_resume_continues_the_command_of_the_latest_one(tmp_path: Path)
     [
         ("missing", "no such run directory"),
         ("no_overrides", "overrides.yaml is missing"),
-        ("no_checkpoint", "has no checkpoints/last.ckpt"),
-        ("masked_secret", "set +extra.api_token to a secret"),
+        ("no_checkpoint", "has no checkpoint to continue from"),
     ],
 )
 def test_resume_of_an_unusable_directory_says_why(tmp_path: Path, setup: str, message: str) -> None:
     run = tmp_path / "run"
     if setup != "missing":
-        make_run(run, ["+extra.api_token=***"] if setup == "masked_secret" else [])
+        make_run(run, [])
     if setup == "no_overrides":
         (run / ".hydra" / "overrides.yaml").unlink()
     if setup == "no_checkpoint":
@@ -212,11 +211,11 @@ time.sleep(120)
 """
 
 
-def test_a_second_process_is_refused_naming_the_one_that_holds_the_directory(
+def test_a_second_process_is_refused_while_another_holds_the_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`resume=` of a directory another process holds, or eval into it: refused at once,
-    naming that process; once it is killed (kill -9), nothing stale is left."""
+    """`resume=` of a directory another process holds, or eval into it: refused at once; once
+    that process is killed (kill -9), nothing stale is left."""
     run = finished_run(tmp_path / "run")
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True, env=clean_env()
@@ -226,11 +225,10 @@ def test_a_second_process_is_refused_naming_the_one_that_holds_the_directory(
         before = snapshot(run)
         code, err = run_main_in_process("train", [f"resume={run}"], tmp_path, monkeypatch)
         message = one_paragraph_error(code, err)
-        assert f"{run} is in use: the process {holder.pid} (`" in message
-        assert "-c" in message and "holds its lock" in message
+        assert f"{run} is in use: another process holds its lock" in message
         args = [*DOCS_STYLE_EVAL, f"ckpt_path={run}/checkpoints/last.ckpt", f"hydra.run.dir={run}"]
         code, err = run_main_in_process("eval", args, tmp_path, monkeypatch)
-        assert f"the process {holder.pid}" in one_paragraph_error(code, err)
+        assert f"{run} is in use" in one_paragraph_error(code, err)
         assert snapshot(run) == before
     finally:
         holder.kill()
@@ -274,7 +272,7 @@ def test_two_resumes_of_one_directory_at_once_one_runs_the_other_exits_2_at_once
     assert winner.poll() is None  # the other one was refused while this one runs
     _, err = loser.communicate(timeout=60)
     message = one_paragraph_error(loser.returncode or 0, err)
-    assert f"{run} is in use: the process {winner.pid} " in message
+    assert f"{run} is in use: another process holds its lock" in message
     _, err = winner.communicate(timeout=600)
     assert winner.returncode == 0, err[-3000:]
     assert len(list((run / ".hydra").glob("resume_*"))) == 1  # the refused one wrote nothing
@@ -335,7 +333,7 @@ def test_a_sweep_job_whose_directory_another_process_holds_is_refused(
         args = ["-m", *DOCS_STYLE, "trainer.max_epochs=1", "seed=1,2", f"hydra.sweep.dir={sweep}"]
         code, err = run_main_in_process("train", args, tmp_path, monkeypatch)
         message = one_paragraph_error(code, err)
-        assert f"{sweep / '0'} is in use: the process {holder.pid} (`" in message
+        assert f"{sweep / '0'} is in use" in message
         assert not (sweep / "0" / "checkpoints").exists() and not (sweep / "1").exists()
     finally:
         holder.kill()

@@ -7,11 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from my_project.machinery.reliability.secrets import (
-    looks_secret,
-    mask_secrets,
-    secret_override_values,
-)
+from my_project.machinery.reliability.secrets import looks_secret, mask_secrets
 
 from .helpers import DOCS_STYLE, clean_env, run_entry
 
@@ -46,7 +42,6 @@ def test_masking_by_key_name_and_by_value() -> None:
         "note": "x***y",
         "n": [1, None],
     }
-    assert secret_override_values(["+a.hf_token=xyz", "model.lr=0.1"]) == ["xyz"]
 
 
 @pytest.mark.slow

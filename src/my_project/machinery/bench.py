@@ -50,7 +50,7 @@ def compose(args: argparse.Namespace) -> Any:
     from omegaconf import open_dict
 
     from .config import config_dir
-    from .run.trainer_arguments import with_trainer_arguments
+    from .run.entry import with_trainer_arguments
 
     accelerator = "gpu" if args.device == "cuda" else "cpu"
     overrides = [*args.overrides, f"trainer.accelerator={accelerator}", "trainer.devices=1"]

@@ -1,25 +1,14 @@
 """Which process this is, what every process holds, and a Hydra callback that makes runs of
-several processes behave.
-
-Imported by Hydra before any job runs (configs/hydra/default.yaml), so it stays light: torch is
-imported only where several processes already run.
-
-The processes a DDP launcher starts end with it, however it ends (``kill -9`` included): killed
-outright during start-up, the launcher cannot tell its children, which would retry their
-connection (or wait in their first collective) for torch's 30 minutes. `die_with_launcher`, first
-thing in every entry point, has each child ask the kernel for SIGKILL when its parent dies
-(Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere a thread watches the parent's pid).
+several processes behave. Imported by Hydra before any job runs (configs/hydra/default.yaml),
+so it stays light: torch is imported only where several processes already run.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import signal
 import sys
-import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -38,25 +27,14 @@ T = TypeVar("T")
 
 
 def die_with_launcher() -> None:
-    """In a child of this project's DDP launcher: be killed when the launcher dies."""
+    """In a child of this project's DDP launcher: die with it, however it dies (killed during
+    start-up, it cannot tell its children, which would wait 30 minutes). Linux only."""
     expected = os.environ.get(LAUNCHER_PID, "")
-    if not expected.isdigit():
+    if not expected.isdigit() or not sys.platform.startswith("linux"):
         return
-    death_signal = False
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):  # 1: PR_SET_PDEATHSIG
-            libc = ctypes.CDLL(None, use_errno=True)
-            death_signal = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0
-    if not death_signal:
-        threading.Thread(target=_watch_parent, args=(int(expected),), daemon=True).start()
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PDEATHSIG
     if os.getppid() != int(expected):  # the launcher died before the line above
         os._exit(128 + 9)
-
-
-def _watch_parent(expected: int) -> None:
-    while os.getppid() == expected:
-        time.sleep(0.5)
-    os._exit(128 + 9)
 
 
 def is_rank_zero() -> bool:
@@ -65,8 +43,7 @@ def is_rank_zero() -> bool:
 
 
 def gather_from_ranks(value: T) -> list[T]:
-    """``value`` of every process in rank order (``[value]`` alone): a collective every process
-    must reach."""
+    """``value`` of every process in rank order: a collective every process must reach."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
@@ -81,11 +58,7 @@ def at_job_end(hook: Callable[[bool], None]) -> None:
     _job_end_hooks.append(hook)
 
 
-def started_by_torchrun() -> bool:
-    return "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
-
-
-def agree_across_ranks(what: str, propose: Callable[[], str], timeout_s: float = 120.0) -> str:
+def agree_across_ranks(what: str, propose: Callable[[], str]) -> str:
     """The value the first of torchrun's ranks proposed (only it calls ``propose``), through
     the agent's key-value store: torchrun starts every rank with the whole command, so each
     composes its own config, and a timestamped run directory differs between them."""
@@ -94,7 +67,7 @@ def agree_across_ranks(what: str, propose: Callable[[], str], timeout_s: float =
     from torch.distributed import TCPStore
 
     address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-    store = TCPStore(address, port, is_master=False, timeout=timedelta(seconds=timeout_s))
+    store = TCPStore(address, port, is_master=False, timeout=timedelta(seconds=120))
     key = f"{_PACKAGE}/{what}"
     if store.add(f"{key}/claims", 1) == 1:
         store.set(key, value := propose())
@@ -121,7 +94,7 @@ class DistributedRuns(Callback):
 
     @staticmethod
     def _share_dir(config: DictConfig, mode: str) -> None:
-        if not started_by_torchrun():
+        if "TORCHELASTIC_RUN_ID" not in os.environ or int(os.environ.get("WORLD_SIZE", 1)) == 1:
             return
         with read_write(config.hydra):
             node = config.hydra[mode]

@@ -12,12 +12,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class UserError(Exception):
-    """Bad input (config, paths, checkpoints): the message says what was wrong and what to do.
-
-    ``every_rank``: raised alike by every process of a multi-process run, so only rank 0 shows
-    it. ``exit_code``: 2 for bad input; a run stopped by its surroundings (a full disk) says so
-    in one paragraph too, with its own status.
-    """
+    """Bad input: the message says what was wrong and what to do. ``every_rank``: raised alike
+    by every process, so only rank 0 shows it; ``exit_code``: 2, or a full disk's 1."""
 
     exit_code = 2
 
@@ -40,8 +36,7 @@ def causes(error: BaseException) -> Iterator[BaseException]:
 
 
 def user_error_in(error: BaseException) -> UserError | None:
-    """``error`` if it is a UserError, or the one behind it (Hydra's ``instantiate`` and
-    OmegaConf's resolvers wrap what a constructor or a resolver raises)."""
+    """``error`` if it is a UserError, or the one behind it (Hydra and OmegaConf wrap them)."""
     return next((e for e in causes(error) if isinstance(e, UserError)), None)
 
 
@@ -50,8 +45,8 @@ def report(error: UserError) -> None:
 
 
 def report_user_errors(func: F) -> F:
-    """A :class:`UserError` out of ``func`` as its paragraph on stderr and its exit status.
-    ``HYDRA_FULL_ERROR=1`` keeps the traceback, as it does for Hydra's own errors."""
+    """A :class:`UserError` out of ``func`` as its paragraph and exit status (not with
+    ``HYDRA_FULL_ERROR=1``)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -68,8 +63,7 @@ def report_user_errors(func: F) -> F:
 
 
 def require_extra(modules: tuple[str, ...], extra: str, what: str) -> None:
-    """A :class:`UserError` naming the extra to install when one of ``modules`` (optional
-    dependencies, e.g. LitServe for serve.py) is not installed, instead of an ImportError."""
+    """A :class:`UserError` naming the extra to install when one of ``modules`` is missing."""
     import importlib.util
 
     missing = [name for name in modules if importlib.util.find_spec(name) is None]

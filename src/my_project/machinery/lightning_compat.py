@@ -1,16 +1,11 @@
 """Every use of Lightning's private names in the training loop's machinery, in one place.
 
-One patch: `skip_sigterm_broadcast`. Lightning (2.5.2 on, PR 20825) broadcasts rank 0's SIGTERM
-flag before every training batch under DDP: a collective and a host sync per step
-(Lightning-AI/pytorch-lightning#21487; #21640 would make it every N steps). The template agrees
-on a stop every N steps itself (`reliability/signals.StopTogether`), so the broadcast is left out
-on the trainer that runs, never process-wide. Checked against Lightning 2.5.2, 2.5.6, 2.6.1 and
-2.6.6 (the same code); absent before 2.5.2; on any other version it is not applied, and
-tests/machinery/test_lightning_compat.py fails until the new code is checked.
-
-The rest reads or sets private state without replacing code, each with a test there too;
-`strategies/ddp.py` overrides the private hooks of Lightning's DDP launcher
-(``DDPStrategy._configure_launcher``, ``_SubprocessScriptLauncher._call_children_scripts``).
+One patch, `skip_sigterm_broadcast`: Lightning (2.5.2 on) broadcasts rank 0's SIGTERM flag
+before every training batch under DDP, a host sync per step (Lightning-AI/pytorch-lightning
+#21487); `signals.StopTogether` agrees every N steps instead. Checked against Lightning 2.5.2 to
+2.6.6; elsewhere not applied, and tests/machinery/test_lightning_compat.py fails until checked.
+The rest reads or sets private state, each tested there; `strategies/ddp.py` overrides private
+hooks of Lightning's DDP launcher.
 """
 
 from __future__ import annotations
@@ -90,8 +85,7 @@ def logged_entries(results: Any) -> list[Any]:
 
 
 def logged_name(entry: Any) -> str:
-    """An entry's epoch-value name in ``callback_metrics`` (``val_acc/dataloader_idx_0``
-    with several loaders)."""
+    """An entry's name in ``callback_metrics`` (``val_acc/dataloader_idx_0``: several loaders)."""
     meta = entry.meta
     if meta.add_dataloader_idx and meta.dataloader_idx is not None:
         return f"{meta.name}/dataloader_idx_{meta.dataloader_idx}"

@@ -1,7 +1,6 @@
 """`MeanLoss`: an epoch's mean loss. torchmetrics' `MeanMetric` checks every update for NaNs
-with ``if nans.any()`` (a host sync per step on a GPU), and its ``nan_strategy="disable"``
-drops the ``weight`` argument (torchmetrics 1.9): a short last batch would count as a full one.
-"""
+(a host sync per step on a GPU), and its ``nan_strategy="disable"`` drops the ``weight``
+argument (torchmetrics 1.9): a short last batch would count as a full one."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What a module's outputs and a data set's targets say about the task, for the plots and
-`predict.py`: class scores (several values a sample), a binary classifier's one value (targets
-all 0 or 1: logits when any output is outside [0, 1], else probabilities), or a regression."""
+"""What outputs and targets say about the task (plots, `predict.py`): a binary classifier's one
+value a sample (targets 0 or 1: logits when any output is outside [0, 1]), or something else."""
 
 from __future__ import annotations
 

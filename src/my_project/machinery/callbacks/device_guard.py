@@ -1,47 +1,36 @@
-"""Stops a run before its first step if a tensor of the model will not follow it to its device.
-
-The check (`devices/guard.py`) runs once when fit, validate, test or predict starts, after the
-strategy has moved the module (``strategy.setup`` comes before these hooks): no per-batch cost.
-Leave it out with `~callbacks.device_guard`.
-"""
+"""Stops a run before its first step if a tensor of the model will not follow it to its device:
+the check (`devices/guard.py`) runs once when fit, validate, test or predict starts."""
 
 from __future__ import annotations
-
-import logging
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
 
-from ..devices.guard import DevicePlacementError, describe_problems, find_device_problems
-
-log = logging.getLogger(__name__)
+from ..devices.guard import DevicePlacementError, check_device_placement, find_device_problems
 
 
 class DeviceGuard(Callback):
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._check(trainer, pl_module)
+        _check(trainer, pl_module)
 
     def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.state.fn == TrainerFn.VALIDATING:  # fit's validations: on_fit_start did it
-            self._check(trainer, pl_module)
+            _check(trainer, pl_module)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._check(trainer, pl_module)
+        _check(trainer, pl_module)
 
     def on_predict_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._check(trainer, pl_module)
+        _check(trainer, pl_module)
 
-    @staticmethod
-    def _check(trainer: Trainer, pl_module: LightningModule) -> None:
-        problems, name = find_device_problems(pl_module), type(pl_module).__name__
-        # Every process votes (one collective, once): one stopping alone would leave the others
-        # waiting for it at their next collective.
-        if trainer.strategy.reduce_boolean_decision(bool(problems), all=False):
-            raise DevicePlacementError(
-                describe_problems(problems, pl_module)
-                if problems
-                else f"Another process found tensors of {name} that will not follow it to its "
-                "device."
-            )
-        if trainer.is_global_zero:
-            log.info(f"Device guard: every tensor of {name} follows it to {pl_module.device}.")
+
+def _check(trainer: Trainer, pl_module: LightningModule) -> None:
+    problems = find_device_problems(pl_module)
+    # Every process votes (one collective, once): one stopping alone would leave the others
+    # waiting for it at their next collective.
+    if trainer.strategy.reduce_boolean_decision(bool(problems), all=False):
+        check_device_placement(pl_module, problems)
+        raise DevicePlacementError(
+            f"Another process found tensors of {type(pl_module).__name__} that will not follow "
+            "it to its device."
+        )

@@ -1,12 +1,9 @@
 """Stop at the first NaN/inf training loss, before any checkpoint holds what followed it.
 
-Lightning's ``EarlyStopping(check_finite=True)`` looks only at a monitored metric at epoch or
-validation end, by when NaN weights may have been saved; ``detect_anomaly`` slows every step.
-Here a flag stays on the device (no host sync per step) and is read every
-``check_every_n_steps`` steps and before every checkpoint. The loss can stay finite while the
-optimizer's state already overflowed (AdamW's ``exp_avg_sq`` at a huge learning rate), so a
-checkpoint's weights and optimizer state are checked too before it is written: every checkpoint
-kept is finite, and a resume with a lower learning rate goes on from it.
+``EarlyStopping(check_finite=True)`` looks only at a monitored metric at epoch or validation end,
+when NaN weights may have been saved; ``detect_anomaly`` slows every step. Here a flag stays on
+the device, read every ``check_every_n_steps`` steps (a host sync) and before every checkpoint,
+whose weights and optimizer state are checked too (AdamW's can overflow before the loss does).
 """
 
 from __future__ import annotations
@@ -24,15 +21,10 @@ from torchmetrics import Metric
 from ..errors import UserError
 
 
-class NonFiniteLossError(UserError):
-    exit_code = 3
-
-
 class StopOnNonFiniteLoss(Callback):
     def __init__(self, check_every_n_steps: int = 1) -> None:
         self.check_every_n_steps = max(1, int(check_every_n_steps))
-        self._step: Tensor | None = None  # global step of the first bad loss, -1 if none
-        self._value: Tensor | None = None
+        self._first: tuple[Tensor, Tensor] | None = None  # step of the first bad loss (-1), loss
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, *args: Any
@@ -41,17 +33,11 @@ class StopOnNonFiniteLoss(Callback):
         if not isinstance(loss, Tensor):
             return
         loss = loss.detach().float()
-        if self._step is None or self._value is None:
-            self._step = torch.full((), -1, dtype=torch.long, device=loss.device)
-            self._value = torch.zeros((), device=loss.device)
-        new = (self._step < 0) & ~torch.isfinite(loss)
-        self._step = torch.where(new, trainer.global_step, self._step)
-        self._value = torch.where(new, loss, self._value)
+        step, value = self._first or (torch.tensor(-1, device=loss.device), loss)
+        new = (step < 0) & ~torch.isfinite(loss)
+        self._first = torch.where(new, trainer.global_step, step), torch.where(new, loss, value)
         if trainer.global_step % self.check_every_n_steps == 0:
             self._check(trainer)
-
-    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._check(trainer)
 
     def on_save_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
@@ -59,30 +45,29 @@ class StopOnNonFiniteLoss(Callback):
         self._check(trainer)  # raising here keeps the previous (good) file
         # Metric states (a running sum of huge losses) may overflow harmlessly: not weights.
         metrics = tuple(f"{n}." for n, m in pl_module.named_modules() if isinstance(m, Metric))
-        weights = {
-            k: v for k, v in checkpoint.get("state_dict", {}).items() if not k.startswith(metrics)
-        }
-        parts = {"the weights": weights, "the optimizer state": checkpoint.get("optimizer_states")}
-        if broken := [name for name, part in parts.items() if not all_finite(part)]:
-            raise NonFiniteLossError(
-                f"Training stopped: {' and '.join(broken)} held NaN or inf at step "
-                f"{trainer.global_step}, while the loss was still finite, so no checkpoint was "
-                f"written from it. {_advice(trainer)}"
+        weights = {k: v for k, v in checkpoint["state_dict"].items() if not k.startswith(metrics)}
+        if not all_finite([weights, checkpoint.get("optimizer_states")]):
+            raise UserError(
+                f"Training stopped: the weights or optimizer state held NaN or inf at step "
+                f"{trainer.global_step}, while the loss was still finite. {_advice(trainer)}",
+                exit_code=3,
             )
 
     def _check(self, trainer: Trainer) -> None:
-        if self._step is None or self._value is None or (step := int(self._step)) < 0:  # a sync
+        if self._first is None or (step := int(self._first[0])) < 0:  # a host sync
             return
-        raise NonFiniteLossError(
-            f"Training stopped: the training loss was {float(self._value)} at step {step} "
-            f"(epoch {trainer.current_epoch}). {_advice(trainer)}"
+        raise UserError(
+            f"Training stopped: the training loss was {float(self._first[1])} at step {step} "
+            f"(epoch {trainer.current_epoch}). {_advice(trainer)}",
+            exit_code=3,
         )
 
 
 def _advice(trainer: Trainer) -> str:
-    saved = {getattr(cb, "best_model_path", "") for cb in trainer.checkpoint_callbacks}
-    saved |= {getattr(cb, "last_model_path", "") for cb in trainer.checkpoint_callbacks}
-    kept = ", ".join(sorted(path for path in saved if path and Path(path).is_file()))
+    callbacks, names = trainer.checkpoint_callbacks, ("best_model_path", "last_model_path")
+    kept = ", ".join(
+        sorted({p for c in callbacks for n in names if Path(p := getattr(c, n, "")).is_file()})
+    )
     return (f"The checkpoints written before it are kept, all finite: {kept}. " if kept else "") + (
         "Likely causes: a learning rate too high (`python train.py resume=<run dir> "
         "model.lr=<lower>` goes on from the last checkpoint), exploding gradients (try "

@@ -1,10 +1,7 @@
-"""`checkpoints/last.ckpt`: the newest state of training, what a resume continues from.
-
-A ``ModelCheckpoint`` without a monitor that saves at every epoch end, every
-``every_n_train_steps`` steps when set, and when SIGTERM or Ctrl-C stops the run
-(`reliability/signals.py`). Lightning's ``save_last=true`` rewrites ``last.ckpt`` only in
-epochs that also save a best checkpoint, hence this second callback. Written atomically by
-``reliability.atomic_io.AtomicCheckpointIO``.
+"""`checkpoints/last.ckpt`, what a resume continues from: a ``ModelCheckpoint`` without a monitor
+that saves at every epoch end, every ``every_n_train_steps`` steps when set, and when SIGTERM or
+Ctrl-C stops the run. (Lightning's ``save_last=true`` rewrites ``last.ckpt`` only in epochs that
+also save a best checkpoint.)
 """
 
 from __future__ import annotations
@@ -21,16 +18,10 @@ from .. import lightning_compat as compat
 
 class LastCheckpoint(ModelCheckpoint):
     def __init__(
-        self,
-        dirpath: str,
-        filename: str = "last",
-        every_n_train_steps: int | None = None,
-        save_on_interrupt: bool = True,
-        **kwargs: Any,
+        self, every_n_train_steps: int | None = None, save_on_interrupt: bool = True, **kwargs: Any
     ) -> None:
         super().__init__(
-            dirpath=dirpath,
-            filename=filename,
+            filename=kwargs.pop("filename", "last"),
             every_n_train_steps=every_n_train_steps or None,
             save_on_exception=save_on_interrupt,
             enable_version_counter=False,

@@ -1,10 +1,7 @@
 """A `monitor` naming a validation metric the module does not log stops the run after the
-sanity check, seconds in, instead of after the first epoch (where Lightning's ModelCheckpoint
-and EarlyStopping first look, and stop with a traceback).
-
-Names come from what validation logged (its result collection), which holds them also with
-several validation loaders, where ``trainer.callback_metrics`` stays empty until the first real
-validation. A monitored training metric is left to Lightning (it exists once training ran).
+sanity check in one paragraph, not after the first epoch with Lightning's traceback. Names come
+from validation's result collection (``callback_metrics`` stays empty until the first real
+validation with several loaders). A monitored training metric is left to Lightning.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Lightning's TQDM progress bar, or none when ``trainer.enable_progress_bar=false``.
-
-TQDM's reads the logged metrics (a host sync each) every ``refresh_rate`` batches; Lightning's
-Rich bar reads them after every batch.
-"""
+"""Lightning's TQDM progress bar, or none when ``trainer.enable_progress_bar=false``. It reads
+the logged metrics (a host sync) every ``refresh_rate`` batches; the Rich bar after every one."""
 
 from __future__ import annotations
 

@@ -1,21 +1,9 @@
-"""Each process resumes with its own state: what Lightning's checkpoints lack for an exact resume.
+"""Each process resumes with its own state, which Lightning's checkpoints (rank 0's) lack.
 
-Lightning writes a checkpoint from rank 0, so a callback's ``state_dict`` there is all a
-resumed run gets, and every process restores rank 0's copy. Here each process's own state is
-gathered into the checkpoint (``Trainer.save_checkpoint`` runs on all of them, so the gather is
-a collective they all reach) and each gets its own back when training starts, just before the
-first batch is fetched (the train loader seeds its own generator: `data/resumable.py`):
-
-- the RNG states dropout and augmentation draw from (torch, NumPy, Python, CUDA), which
-  Lightning does not checkpoint (NumPy's here as a tensor: a ``weights_only`` load refuses
-  arrays);
-- in a mid-epoch checkpoint, the states of the torchmetrics metrics, which torchmetrics keeps
-  out of checkpoints: the resumed epoch's ``train_acc`` counts the batches before the stop too
-  (the sums of ``self.log(value, on_epoch=True)`` are Lightning's private state: they restart);
-- under DDP, every other callback's state: a best checkpoint or early stopping on a value each
-  process logged for itself would otherwise decide otherwise than before the stop.
-
-Nothing is restored when the number of processes changed.
+Gathered from every process into the checkpoint and given back to each when training starts:
+the RNG states, which Lightning does not checkpoint; in a mid-epoch checkpoint, the torchmetrics
+states, which torchmetrics keeps out of checkpoints; under DDP every other callback's state (a
+best checkpoint chosen on a value each process logged). Not when the process count changed.
 """
 
 from __future__ import annotations
@@ -26,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning_utilities.core.apply_func import apply_to_collection
 from torchmetrics import Metric
 
 from ..distributed import gather_from_ranks
@@ -88,6 +77,4 @@ def _set_rng_states(states: dict[str, Any]) -> None:
 
 def _to(value: Any, device: Any = "cpu") -> Any:
     """A copy of a metric state (a tensor or a list of them) on ``device``."""
-    if isinstance(value, list):
-        return [_to(item, device) for item in value]
-    return value.detach().to(device, copy=True)
+    return apply_to_collection(value, torch.Tensor, lambda t: t.detach().to(device, copy=True))

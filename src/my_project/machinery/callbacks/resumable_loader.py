@@ -1,8 +1,6 @@
 """Any data module's training loader resumes mid-epoch exactly.
 
-A plain ``DataLoader(dataset, shuffle=True)`` has no state for a checkpoint: a run resumed from
-a mid-epoch checkpoint restarts that epoch in a new order (training on some samples twice, on
-others not at all). For the time of a fit, a plain ``DataLoader`` the data module's
+For the time of a fit, a plain ``DataLoader`` (in order or shuffled) that the data module's
 ``train_dataloader`` returns becomes a `ResumableDataLoader` over the same data set, batch size,
 collate function and workers (`data/resumable.py`). Other loaders are left as they are
 (Lightning warns when a run resumes mid-epoch with one that has no ``state_dict``).
@@ -17,12 +15,7 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities import CombinedLoader
-from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
-    RandomSampler,
-    SequentialSampler,
-)
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
 from .. import lightning_compat as compat
 from ..data.resumable import EpochSequentialSampler, EpochShuffleSampler, ResumableDataLoader
@@ -44,15 +37,12 @@ class ResumableTrainLoader(Callback):
         self._states = fit_loop.get("state_dict", {}).get("combined_loader", [])
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """The loaders' states of the checkpoint, where Lightning did not hand them over: it
-        does not when `configure_optimizers` read ``trainer.estimated_stepping_batches``
-        (the OneCycleLR recipe), which sets the loaders up before the checkpoint's loop state
-        is restored (Lightning-AI/pytorch-lightning#20550)."""
+        """The checkpoint's loader states, where Lightning did not hand them over: not when
+        `configure_optimizers` read ``trainer.estimated_stepping_batches`` (the OneCycleLR
+        recipe; Lightning-AI/pytorch-lightning#20550)."""
         states, self._states = self._states, []
         loaders = CombinedLoader(trainer.train_dataloader).flattened if states else []
-        stateful = [
-            dl for dl in loaders if hasattr(dl, "state_dict") and hasattr(dl, "load_state_dict")
-        ]
+        stateful = [dl for dl in loaders if hasattr(dl, "load_state_dict")]  # Lightning's order
         for loader, state in zip(stateful, states, strict=False):
             if isinstance(loader, ResumableDataLoader) and not loader.restored:
                 loader.load_state_dict(state)

@@ -3,11 +3,8 @@
 Lightning restores optimizers and schedulers whole, settings included: a resume with
 ``trainer.max_epochs=40`` keeps the first run's cosine ``T_max`` (the learning rate reaches 0 at
 the old horizon), one with ``model.lr=0.001`` the old rate. Every checkpoint here records what its
-run's config built before any step (optimizer settings, scheduler states). A resume whose
-config builds the same keeps the restored state untouched (exact); one whose config builds
-something else gets it: the optimizers' settings (moments and step counts stay restored), each
-schedule rebuilt from step 0 to the checkpoint's step (a ``ReduceLROnPlateau`` starts afresh),
-and one line saying what changed.
+run's config built. If this run's builds the same, the restored state stays untouched; else its
+optimizer settings apply (moments stay) and each schedule is rebuilt to the checkpoint's step.
 """
 
 from __future__ import annotations
@@ -53,26 +50,24 @@ class ScheduleOnResume(Callback):
         for config, state in zip(trainer.lr_scheduler_configs, fresh["schedulers"], strict=True):
             steps = config.scheduler.last_epoch - state["last_epoch"]
             config.scheduler.load_state_dict(state)
-            if not isinstance(config.scheduler, ReduceLROnPlateau):  # that one starts afresh
-                _step(config.scheduler, steps, trainer.global_step)
+            if isinstance(config.scheduler, ReduceLROnPlateau):
+                continue  # it starts afresh
+            try:
+                with warnings.catch_warnings():  # "lr_scheduler.step() before optimizer.step()"
+                    warnings.simplefilter("ignore")
+                    for _ in range(steps):
+                        config.scheduler.step()
+            except Exception as error:
+                raise UserError(
+                    f"This run's learning-rate schedule ({type(config.scheduler).__name__}) cannot "
+                    f"continue from the checkpoint's step {trainer.global_step}: {error}. Make it "
+                    "reach that step (e.g. a larger `total_steps` for OneCycleLR), or resume with "
+                    "the original run's settings."
+                ) from error
         rank_zero_info(
             f"Resumed at step {trainer.global_step} with this run's optimizer settings and "
             "learning-rate schedules (rebuilt from step 0), not the checkpoint's, which differ."
         )
-
-
-def _step(scheduler: Any, steps: int, at: int) -> None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "lr_scheduler.step() before optimizer.step()"
-            for _ in range(steps):
-                scheduler.step()
-    except Exception as error:
-        raise UserError(
-            f"This run's learning-rate schedule ({type(scheduler).__name__}) cannot continue from "
-            f"the checkpoint's step {at}: {error}. Make it reach at least that step (e.g. a larger "
-            "`total_steps` for OneCycleLR), or resume with the original run's settings."
-        ) from error
 
 
 def _plain(value: Any) -> Any:

@@ -1,10 +1,6 @@
-"""Whole batches of in-memory tensors by indexing, never sample by sample.
-
-A ``DataLoader`` over a ``TensorDataset`` fetches each sample of a batch on its own and stacks
-them again in ``default_collate``, which on small models costs more than the step. With
-`TensorBatchDataset` a batch is one indexing operation per tensor, inside a standard
-``DataLoader`` (Lightning still injects its ``DistributedSampler``).
-"""
+"""Whole batches of in-memory tensors by indexing, never sample by sample: a ``DataLoader``
+over a ``TensorDataset`` fetches and stacks each sample on its own, which on small models costs
+more than the step. Still a standard ``DataLoader`` (Lightning injects its samplers)."""
 
 from __future__ import annotations
 

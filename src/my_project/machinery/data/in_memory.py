@@ -1,7 +1,5 @@
-"""Base data module for data sets small enough to hold as tensors in memory.
-
-Subclasses only say how to load arrays; splitting, seeding and loaders live here once.
-"""
+"""Base data module for data sets small enough to hold as tensors in memory: subclasses only
+say how to load arrays; splitting, seeding and loaders live here once."""
 
 from __future__ import annotations
 
@@ -17,15 +15,10 @@ SPLITS = ("test", "val", "train")  # the order they are cut from the shuffled po
 
 
 class InMemoryDataModule(LightningDataModule):
-    """`train`, `val` and `test` splits as (inputs, targets) tensors.
-
-    Subclasses implement :meth:`load`, returning a pool to split into train/val and, where the
-    data set has an official test split, that split (else the test split is carved from the
-    pool too). Splits are a function of ``split_seed``; the training order of epoch ``e`` one of
-    ``(shuffle_seed, e)``, resumable mid-epoch (`resumable.py`). A batch is one indexing
-    operation per tensor (`batching.py`). ``pin_memory=None`` pins host batches when training
-    on CUDA, so Lightning's ``non_blocking`` copies overlap.
-    """
+    """`train`, `val` and `test` splits as (inputs, targets) tensors, a function of
+    ``split_seed``; the training order of epoch ``e`` one of ``(shuffle_seed, e)``, resumable
+    mid-epoch (`resumable.py`); a batch one indexing operation per tensor (`batching.py`).
+    ``pin_memory=None`` pins host batches when training on CUDA (``non_blocking`` copies)."""
 
     def __init__(
         self,
@@ -43,7 +36,8 @@ class InMemoryDataModule(LightningDataModule):
         self.splits: dict[str, Split] = {}
 
     def load(self) -> tuple[Split, Split | None]:
-        """Return ``(pool, test)``; ``test`` is None when it must be split from the pool."""
+        """``(pool, test)``: the pool is split into train/val, and test too when ``test`` is None
+        (a data set without an official test split)."""
         raise NotImplementedError
 
     def setup(self, stage: str | None = None) -> None:

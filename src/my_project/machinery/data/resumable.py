@@ -1,11 +1,10 @@
 """A training loader that can stop anywhere in an epoch and go on with the very next batch.
 
-Lightning saves the ``state_dict()`` of a training loader that has one in its checkpoints and
-hands it back through ``load_state_dict()`` before iterating on resume. A plain ``DataLoader``
-has neither, and its shuffled order comes from the global RNG when an epoch starts, so a resumed
-run replays other batches. Here the order of epoch ``e`` is a function of ``(seed, e)``, and a
-resumed epoch starts at the first batch not trained on. (torchdata's ``StatefulDataLoader``
-counts the batches its iterator yielded, not those the loop took.)
+Lightning checkpoints the ``state_dict()`` of a training loader that has one and hands it back
+through ``load_state_dict()``. A plain ``DataLoader`` has neither, and its order comes from the
+global RNG. Here the order of epoch ``e`` is a function of ``(seed, e)``, and a resumed epoch
+starts at the first batch not trained on (torchdata's ``StatefulDataLoader`` counts the batches
+its iterator yielded, not those the loop took).
 """
 
 from __future__ import annotations
@@ -20,21 +19,19 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 
 class _Epochs:
-    """A sampler that knows its epoch (Lightning calls ``set_epoch``) and a seed, and can start
-    part-way (``start``: an index into the epoch's order). Without a seed, one is drawn and
-    kept in the checkpoints."""
+    """A sampler that knows its epoch (Lightning calls ``set_epoch``) and a seed (else one is
+    drawn, kept in the checkpoints), and can start part-way (``start``: an index into the order)."""
 
     def __init__(self, data_source: Sized, seed: int | None = None) -> None:
         super().__init__(data_source)  # type: ignore[call-arg]
         self.seed = int(seed) if seed is not None else secrets.randbits(62)
         self.epoch = self.start = 0
-        self.size = len(data_source)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def order(self) -> torch.Tensor:
-        return torch.arange(self.size)
+        return torch.arange(len(self.data_source))  # type: ignore[attr-defined]
 
     def __iter__(self) -> Iterator[int]:
         start, self.start = self.start, 0
@@ -46,7 +43,8 @@ class EpochShuffleSampler(_Epochs, RandomSampler):
     ``DistributedSampler(shuffle=True)``, as it does for ``shuffle=True``."""
 
     def order(self) -> torch.Tensor:
-        return torch.randperm(self.size, generator=torch.Generator().manual_seed(epoch_seed(self)))
+        generator = torch.Generator().manual_seed(epoch_seed(self))
+        return torch.randperm(len(self.data_source), generator=generator)
 
 
 class EpochSequentialSampler(_Epochs, SequentialSampler):
@@ -61,14 +59,9 @@ def epoch_seed(sampler: Any) -> int:
 
 class ResumableDataLoader(DataLoader):
     """A ``DataLoader`` whose place in the epoch (epoch, batches the loop took, sampler seed) is
-    in every checkpoint. On resume the skipped batches are never loaded from our samplers (the
-    sampler starts after them), and loaded and dropped from any other (a DistributedSampler).
-
-    Making an iterator draws the workers' base seed from the loader's ``generator``, or, without
-    one, from the global RNG: after a resume that draw would follow the restored RNG states
-    and shift every number the steps draw. So the loader always has a generator of its own,
-    seeded from ``(seed, epoch)`` each epoch: the global RNG is left alone.
-    """
+    in every checkpoint; on resume the batches before it are skipped (loaded and dropped from
+    a sampler not ours). Its own ``generator``, seeded from ``(seed, epoch)`` each epoch, gives
+    the workers' base seed: drawn from the global RNG, it would shift what the steps draw."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

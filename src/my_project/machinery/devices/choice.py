@@ -1,10 +1,8 @@
-"""What a Trainer runs on, in plain values and the same words for the device report
-(`doctor.py`) and every run's `run_info.json` (`run/record.py`). What `auto` becomes is
-Lightning's decision (its accelerator connector, in the Trainer's constructor)."""
+"""What a Trainer ran on, for every run's `run_info.json` (`run/record.py`). What `auto` becomes
+is Lightning's decision (its accelerator connector, in the Trainer's constructor)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import lightning_compat as compat
@@ -13,40 +11,23 @@ if TYPE_CHECKING:
     from lightning.pytorch import Trainer
 
 
-@dataclass(frozen=True)
-class DeviceChoice:
-    accelerator: str  # the device type: "cpu", "cuda", "mps", ...
-    devices: int  # per node (Trainer.num_devices)
-    device_ids: list[int]
-    strategy: str  # the strategy class, e.g. "SingleDeviceStrategy", "HydraDDPStrategy"
-    start_method: str | None  # DDP: "popen" (re-runs the script), "spawn" or "fork"
-    backend: str | None  # process-group backend of multi-process strategies: gloo, nccl, ...
-    num_nodes: int
-    world_size: int  # processes in all
-    precision: str
-
-
-def device_choice(trainer: Trainer) -> DeviceChoice:
-    """What ``trainer`` runs on (before or after it ran: the values are the same)."""
-    start_method, backend = compat.ddp_launch(trainer.strategy)
-    return DeviceChoice(
-        trainer.strategy.root_device.type,
-        trainer.num_devices,
-        list(trainer.device_ids),
-        type(trainer.strategy).__name__,
-        start_method,
-        backend,
-        trainer.num_nodes,
-        trainer.world_size,
-        str(trainer.precision),
-    )
-
-
 def run_record(trainer: Trainer) -> dict[str, Any]:
-    """`device_choice` of a Trainer that ran, and the process group torch really had."""
+    """What ``trainer`` ran on, and the process group torch really had."""
     import torch.distributed as dist
 
+    start_method, backend = compat.ddp_launch(trainer.strategy)
     group = None
     if dist.is_available() and dist.is_initialized():
         group = {"backend": dist.get_backend(), "world_size": dist.get_world_size()}
-    return {**asdict(device_choice(trainer)), "process_group": group}
+    return {
+        "accelerator": trainer.strategy.root_device.type,  # "cpu", "cuda", "mps", ...
+        "devices": trainer.num_devices,  # per node
+        "device_ids": list(trainer.device_ids),
+        "strategy": type(trainer.strategy).__name__,  # e.g. "HydraDDPStrategy"
+        "start_method": start_method,  # DDP: "popen" (re-runs the script), "spawn" or "fork"
+        "backend": backend,  # of multi-process strategies: gloo, nccl, ...
+        "num_nodes": trainer.num_nodes,
+        "world_size": trainer.world_size,  # processes in all
+        "precision": str(trainer.precision),
+        "process_group": group,
+    }

@@ -8,11 +8,10 @@ PRECISIONS = ("highest", "high", "medium")
 
 
 def set_float32_matmul_precision(precision: str | None) -> bool:
-    """``torch.set_float32_matmul_precision`` on CUDA GPUs of the Ampere generation or later
-    (where "high" runs float32 matmuls as TF32, several times faster for a ~1e-3 relative
-    error), the case of Lightning's start-up hint; never on CPUs, whose results then do not
-    depend on it. ``None`` or "highest": torch's default. Whether it was set."""
-    if precision is not None and precision not in PRECISIONS:
+    """``torch.set_float32_matmul_precision`` on CUDA GPUs of compute capability 8 or later
+    ("high": TF32, several times faster for a ~1e-3 relative error), never on CPUs; whether
+    it was set. ``None`` or "highest": torch's default."""
+    if precision not in (None, *PRECISIONS):
         raise UserError(
             f"float32_matmul_precision={precision!r} is not one of {', '.join(PRECISIONS)}. "
             "Use `float32_matmul_precision=high` (TF32 on tensor-core GPUs) or `highest` (exact)."
@@ -21,7 +20,7 @@ def set_float32_matmul_precision(precision: str | None) -> bool:
 
     if precision in (None, "highest") or not torch.cuda.is_available():
         return False
-    if torch.cuda.get_device_capability()[0] < 8:
+    if torch.cuda.get_device_capability()[0] < 8:  # no tensor cores for TF32
         return False
     torch.set_float32_matmul_precision(precision)
     return True

@@ -1,10 +1,7 @@
 """Check: what the config alone shows to be wrong, before anything is built or written.
 
-A mistake found here is one paragraph and exit status 2 (a :class:`~..errors.UserError`).
-:func:`check_config` runs once a job: the config resolves (and its secrets are masked from then
-on), values' types and ranges, devices, the checkpoint. What the built objects refuse is said by
-them (`run/boundary.py`); the few checks that need them (`contract`, `data`, `schedules`,
-`devices.check_launch_environment`) are called while `run/build.py` builds.
+:func:`check_config` runs once a job (a mistake is a :class:`~..errors.UserError`). The checks
+that need the built objects (`contract`, `data`, `schedules`) run while `run/build.py` builds.
 """
 
 from __future__ import annotations
@@ -25,14 +22,12 @@ __all__ = ["check_config", "check_devices", "check_trainer_types"]
 
 
 def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str | None:
-    """The checks that need only the config; return the checkpoint path, resolved (``last``).
-    ``checkpoint_required``: eval, predict, serve and export need ``ckpt_path``."""
+    """The checks that need only the config; return the checkpoint path, ``last`` resolved."""
     resolved = check_config_resolves(cfg)
     protect_run_secrets(resolved)  # before any message could show one
     trainer = resolved.get("trainer") or {}
     check_devices(trainer)
     check_nodes_launched(trainer)
-    # `ckpt_path: ???` (eval, predict) reads as None here: the message below says what to pass.
     requested = OmegaConf.select(cfg, "ckpt_path")
     ckpt_path = check_checkpoint_path(
         resolve_checkpoint_path(requested, Path(cfg.paths.output_dir))

@@ -7,13 +7,10 @@ Without these, a checkpoint of another model fails with a long key list from
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-
-_EXAMPLE = "e.g. `{what}=logs/train/runs/<run>/checkpoints/last.ckpt`"
 
 
 def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str | None:
@@ -25,89 +22,58 @@ def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str
         found = sorted(str(p.relative_to(path)) for p in path.rglob("*.ckpt"))[:5]
         problem = f"is a directory, not a checkpoint file. It holds {', '.join(found) or 'none'}."
     else:  # missing, or a pipe (reading one would wait), a socket, a device
-        found = sorted(p.name for p in path.parent.glob("*.ckpt") if p.is_file())
-        problem = "is a pipe, socket or device." if path.exists() else "does not exist."
-        if found:
+        problem = "is not a regular file." if path.exists() else "does not exist."
+        if found := sorted(p.name for p in path.parent.glob("*.ckpt") if p.is_file()):
             problem += f" Checkpoints in {path.parent}: {', '.join(found)}."
-        elif below := newest_checkpoints_below(path.parent):
-            problem += f" The newest under {path.parent}: {', '.join(below)}."
-        else:
-            problem += f" There is no checkpoint in {path.parent} nor in its run directories."
-    example = _EXAMPLE.format(what=what)
-    raise UserError(f"{what}={ckpt_path} {problem} Pass a `.ckpt` file, {example}.")
-
-
-def newest_checkpoints_below(folder: Path, count: int = 3) -> list[str]:
-    """The newest ``count`` checkpoints of the run directories below ``folder`` (at most four
-    levels down: `.` holds `logs/train/runs/<run>/checkpoints/`)."""
-    patterns = ("*/" * depth + "checkpoints/*.ckpt" for depth in range(5))
-    found = [p for pattern in patterns for p in folder.glob(pattern) if p.is_file()]
-    found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    return [str(p) for p in found[:count]]
+    raise UserError(
+        f"{what}={ckpt_path} {problem} Pass a `.ckpt` file, e.g. "
+        f"`{what}=logs/train/runs/<run>/checkpoints/last.ckpt`."
+    )
 
 
 def read_checkpoint(ckpt_path: str, what: str = "ckpt_path") -> dict[str, Any]:
     """The checkpoint's contents, on the CPU, if it is an intact Lightning checkpoint of plain
-    data (every zip entry's CRC verified first: `atomic_io.damage`); else a UserError saying
-    what the file is (empty, damaged, not a checkpoint, a bare tensor, a pickled class)."""
+    data (every zip entry's CRC verified first); else a UserError saying what the file is."""
     import torch
 
     from ..reliability.atomic_io import damage
 
     with open(ckpt_path, "rb") as handle:
         start = handle.read(4)
-    if start != b"PK\x03\x04":
+    problem = (
+        "torch.save writes a zip archive, and this file is not one"
+        if start != b"PK\x03\x04"
+        else damage(ckpt_path)
+    )
+    if problem is not None:
+        what_is = "is an empty file (0 bytes)" if not start else "cannot be read as a checkpoint"
         raise UserError(
-            f"{what}={ckpt_path} is {'not a checkpoint' if start else 'an empty file (0 bytes)'}"
-            ": torch.save writes a zip archive, and this file is not one. Pass a checkpoint "
-            "written by this project's train.py (a run's checkpoints/*.ckpt)."
-        )
-    if (problem := damage(ckpt_path)) is not None:
-        raise UserError(
-            f"{what}={ckpt_path} cannot be read as a checkpoint: {problem}. {intact_beside(ckpt_path, what)}"
+            f"{what}={ckpt_path} {what_is}: {problem}. Pass another checkpoint (a run's "
+            "checkpoints/*.ckpt; an earlier one of its run), or restore the file from a copy."
         )
     try:
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:
         unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
-        cause = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:200]}"
         raise UserError(
-            f"{what}={ckpt_path} holds a pickled {unsafe[1]}, and unpickling a class from a file "
-            "can run any code, so only plain data is read from a checkpoint. If you trust the "
-            "file, load it with `torch.load(path, weights_only=False)` and save its `state_dict` "
-            "and plain hyperparameters again."
+            f"{what}={ckpt_path} holds a pickled {unsafe[1]}, and unpickling a class can run any "
+            "code, so only plain data is read from a checkpoint. If you trust the file, save its "
+            "`state_dict` and plain hyperparameters again."
             if unsafe
-            else f"{what}={ckpt_path} cannot be read as a checkpoint ({cause}). Use another one."
+            else f"{what}={ckpt_path} cannot be read ({type(error).__name__}: {error})."
         ) from error
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
-        holds = type(checkpoint).__name__ + (
-            " without a state_dict" if isinstance(checkpoint, dict) else ""
-        )
         raise UserError(
-            f"{what}={ckpt_path} is not a Lightning checkpoint: it holds a {holds}. Pass a "
-            "checkpoint written by this project's train.py (a run's checkpoints/*.ckpt)."
+            f"{what}={ckpt_path} is not a Lightning checkpoint: it holds a "
+            f"{type(checkpoint).__name__} without a state_dict. Pass a checkpoint written by "
+            "train.py (a run's checkpoints/*.ckpt)."
         )
     return checkpoint
 
 
-def intact_beside(ckpt_path: str, what: str) -> str:
-    """Which checkpoint to use instead of a damaged one: the newest beside it that verifies."""
-    from ..reliability.atomic_io import damage
-
-    others = [
-        p for p in Path(ckpt_path).parent.glob("*.ckpt") if p.is_file() and p != Path(ckpt_path)
-    ]
-    others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    intact = next((p for p in others if damage(p) is None), None)
-    if intact is None:
-        return "No checkpoint beside it verifies; retrain, or restore the file from a copy."
-    return f"The newest checkpoint beside it that verifies is {intact}: pass `{what}={intact}`."
-
-
-def check_finite(ckpt_path: str, weights: dict[str, Any], allow: bool = False) -> None:
-    """``weights`` (a model's parameters) holding NaN or inf are a UserError (``allow``: a
-    warning): every result computed with them is meaningless. Buffers may hold inf (a mask). A
-    sum in float64 is NaN or inf exactly when a float32, float16 or bfloat16 weight is."""
+def check_finite(ckpt_path: str, weights: dict[str, Any]) -> None:
+    """``weights`` (a model's parameters, not its buffers: a mask may hold inf) holding NaN or
+    inf are a UserError (a float64 sum is not finite exactly when one of them is not)."""
     from torch import Tensor, float64
 
     bad = [
@@ -117,33 +83,21 @@ def check_finite(ckpt_path: str, weights: dict[str, Any], allow: bool = False) -
         and value.is_floating_point()
         and not value.sum(dtype=float64).isfinite()
     ]
-    if not bad:
-        return
-    where = f"NaN or inf in {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}"
-    if allow:
-        print(f"Warning: {ckpt_path} holds non-finite weights ({where}).", file=sys.stderr)
-        return
-    raise UserError(
-        f"{ckpt_path} holds non-finite weights ({where}), so whatever is computed with them "
-        "is meaningless. Use an earlier checkpoint of its run (a run stopped by a non-finite "
-        "loss keeps its last good last.ckpt), or evaluate it anyway with `eval.py "
-        f"ckpt_path={ckpt_path} allow_non_finite=true`."
-    )
-
-
-def epochs_done(checkpoint: dict[str, Any]) -> int | None:
-    """How many epochs the checkpoint's training ran through, as Lightning's fit loop counts."""
-    try:
-        return int(checkpoint["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
-    except (KeyError, TypeError, ValueError):
-        return None
+    if bad:
+        raise UserError(
+            f"{ckpt_path} holds non-finite weights (NaN or inf in {', '.join(bad[:3])}"
+            f"{' ...' if len(bad) > 3 else ''}), so whatever is computed with them is "
+            "meaningless. Use an earlier checkpoint of its run."
+        )
 
 
 def check_resumed_progress(ckpt_path: str, checkpoint: dict[str, Any], trainer: Any) -> None:
     """A resume that asks for fewer epochs (or steps) than the checkpoint has trained: Lightning
     stops with a traceback once the run directory is written (epochs), or trains nothing
     without a word (steps)."""
-    done = {"max_epochs": epochs_done(checkpoint), "max_steps": checkpoint.get("global_step")}
+    loops = checkpoint.get("loops", {}).get("fit_loop", {})
+    epochs = loops.get("epoch_progress", {}).get("current", {}).get("processed")
+    done = {"max_epochs": epochs, "max_steps": checkpoint.get("global_step")}
     for key, count in done.items():
         limit = trainer.get(key)
         if isinstance(count, int) and isinstance(limit, int) and 0 <= limit < count:
@@ -156,8 +110,8 @@ def check_resumed_progress(ckpt_path: str, checkpoint: dict[str, Any], trainer: 
 
 
 def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
-    """The checkpoint holds finite weights of exactly this model's shapes. Returns its training
-    progress: ``epoch``, ``global_step``, and ``logger_step`` (see `logger_step`)."""
+    """The checkpoint holds finite weights of exactly this model's shapes; its ``epoch``,
+    ``global_step`` and ``logger_step``."""
     from lightning.pytorch.utilities.model_helpers import is_overridden
     from torchmetrics import Metric  # metric states are optional in a checkpoint
 
@@ -179,10 +133,8 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     if problems:
         raise UserError(
             f"ckpt_path={ckpt_path} is a checkpoint of a different model: "
-            f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. The model this "
-            "command builds must be the one that checkpoint was trained as: give the model "
-            "overrides of the run that wrote it, or leave out those that change the network (a "
-            "`resume=` reloads that run's config and adds yours on top)."
+            f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Give the model "
+            "overrides of the run that wrote it (a `resume=` reloads that run's config)."
         )
     check_finite(ckpt_path, {k: weights[k] for k, _ in model.named_parameters()})
     progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
@@ -191,10 +143,8 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
 
 def logger_step(checkpoint: dict[str, Any]) -> int:
     """The step at which a run resumed from ``checkpoint`` logs its first row: the loggers'
-    count of batches (``_batches_that_stepped``; a GAN's ``global_step`` counts two optimizer
-    steps a batch). A checkpoint saved at the end of a training batch holds the count before
-    that batch (whose row is logged after the save), and Lightning adds the batch when it
-    resumes; one saved at an epoch's end holds it whole."""
+    count of batches (not ``global_step``: a GAN's counts two a batch), plus the batch a save at
+    a batch's end holds before it (Lightning adds it when it resumes)."""
     loops = checkpoint.get("loops", {}).get("fit_loop", {})
     count = loops.get("epoch_loop.state_dict", {}).get("_batches_that_stepped")
     if count is None:

@@ -1,12 +1,10 @@
 """What the template asks of a team's LightningModule and LightningDataModule, checked.
 
-The contract (README, "Bring your own model and data"): ``model._target_`` is a
-``LightningModule``; ``data._target_`` a ``LightningDataModule`` with the loaders the run uses.
-What a model needs from its data (classes, input shape) comes from its config (values or
-``${data.num_classes}``) or from the data module's optional hook ``model_kwargs()``: a dict the
-template passes on as far as the model's ``__init__`` names them (or its parents' ``__init__``,
-through ``**kwargs``) and its config leaves them unset. A required argument nobody gives is
-refused by Python itself, in the boundary's paragraph.
+``model._target_`` is a ``LightningModule``; ``data._target_`` a ``LightningDataModule`` with the
+loaders the run uses. What a model needs from its data (classes, input shape) comes from its
+config (``${data.num_classes}``) or from the data module's optional hook ``model_kwargs()``: a
+dict passed on as far as the model's ``__init__`` (or its parents', through ``**kwargs``) takes
+them and its config leaves them unset.
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ def model_class(target: str) -> Any:
     except Exception as error:  # ImportError, AttributeError, ValueError from Hydra's lookup
         raise UserError(
             f"model._target_={target} cannot be imported ({' '.join(str(error).split())}). Give "
-            "the full dotted path of your LightningModule class, e.g. "
-            "`my_project.models.classifier.ImageClassifier`, in configs/model/<name>.yaml."
+            "the full dotted path of your LightningModule class."
         ) from error
     if not (inspect.isclass(cls) and issubclass(cls, LightningModule)):
         raise UserError(
@@ -52,12 +49,10 @@ def check_datamodule(datamodule: Any, target: str, fit: bool, test: bool) -> Non
     needed = (["train_dataloader"] if fit else []) + (["test_dataloader"] if test else [])
     missing = [hook for hook in needed if not is_overridden(hook, datamodule)]
     if missing:
-        switch = " (or run with `test=false`)" if missing == ["test_dataloader"] else ""
         raise UserError(
             f"{type(datamodule).__name__} (data._target_={target}) has no "
-            f"{' and no '.join(missing)}, which this run needs. Add "
-            f"{' and '.join(f'`def {hook}(self)`' for hook in missing)} returning a DataLoader"
-            f"{switch}."
+            f"{' and no '.join(missing)}, which this run needs: add it, or run with "
+            "`train=false` or `test=false`."
         )
 
 
@@ -74,8 +69,8 @@ def offered_model_kwargs(datamodule: Any) -> dict[str, Any]:
 
 
 def accepted_parameters(cls: type) -> set[str]:
-    """The keyword arguments ``cls(...)`` takes by name: its ``__init__``'s, and those of the
-    parents' ``__init__`` it passes its ``**kwargs`` on to (up to Lightning's and torch's)."""
+    """The keyword arguments ``cls(...)`` takes: its ``__init__``'s, and its parents' that it
+    passes its ``**kwargs`` on to (up to Lightning's)."""
     accepted: set[str] = set()
     for klass in cls.__mro__:
         init = vars(klass).get("__init__")
@@ -99,9 +94,8 @@ def arguments_from_data(cls: type, given: Iterable[str], offered: Mapping[str, A
 
 
 def instantiate_model(model_cfg: Any, cls: type, extra: Mapping[str, Any]) -> Any:
-    """``instantiate(model_cfg, **extra)``; an argument a subclass sets itself and passes to its
-    parent with its ``**kwargs`` (``super().__init__(num_classes=2, **kwargs)``) is not passed
-    again from the data."""
+    """``instantiate(model_cfg, **extra)``, without what a subclass passes its parent itself
+    (``super().__init__(num_classes=2, **kwargs)``)."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
@@ -117,8 +111,7 @@ def instantiate_model(model_cfg: Any, cls: type, extra: Mapping[str, Any]) -> An
 
 
 def check_parameters(model: Any) -> None:
-    """No parameter of the built model is empty (a layer of size 0 learns nothing, and the
-    layers after it see only zeros; torch only warns)."""
+    """No parameter of the built model is empty (a layer of size 0: torch only warns)."""
     from torch.nn.parameter import UninitializedParameter
 
     for name, parameter in model.named_parameters():
@@ -130,8 +123,8 @@ def check_parameters(model: Any) -> None:
 
 
 def check_model_fits_data(model: Any, datamodule: Any, data_name: str) -> None:
-    """A model rebuilt from a checkpoint takes the data it is given (eval.py, predict.py):
-    every value the data module offers that the model's hyperparameters also record agrees."""
+    """Every value the data module offers that a model rebuilt from a checkpoint also records
+    agrees (eval.py, predict.py)."""
 
     def plain(value: Any) -> Any:  # lists and tuples compare alike (a shape may be either)
         return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
@@ -145,6 +138,5 @@ def check_model_fits_data(model: Any, datamodule: Any, data_name: str) -> None:
     if conflicts:
         raise UserError(
             f"The checkpoint's model does not fit data={data_name}: {'; '.join(conflicts)}. Pass "
-            "the data the model was trained on (the `data=` of its run), or a checkpoint trained "
-            "on this data."
+            "the data of its run, or a checkpoint trained on this data."
         )

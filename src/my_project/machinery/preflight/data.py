@@ -1,6 +1,5 @@
-"""The training data, prepared as Lightning will prepare it, and checked against the batch size
-and the validation interval before anything of the run is written (a DataLoader refuses a bad
-``batch_size`` or ``num_workers`` itself, once it is made)."""
+"""The training data, prepared as Lightning will, checked against the batch size and the
+validation interval before anything of the run is written."""
 
 from __future__ import annotations
 
@@ -11,9 +10,8 @@ from ..errors import UserError
 
 
 def check_training_data(datamodule: Any, trainer: Any) -> int | None:
-    """``prepare_data``, ``setup("fit")`` and ``train_dataloader()``, in Lightning's order, with
-    the Trainer attached (a data module may read it); the batch size against the training split.
-    Returns the training batches of an epoch in one process (None: the loader has no length)."""
+    """``prepare_data``, ``setup("fit")`` and ``train_dataloader()`` with the Trainer attached;
+    the batch size against the training split. Returns an epoch's batches in one process."""
     datamodule.trainer = trainer
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -37,8 +35,8 @@ def check_training_data(datamodule: Any, trainer: Any) -> int | None:
 
 
 def check_validation_interval(trainer: Any, batches: int | None) -> None:
-    """A `val_check_interval` counted in batches fits in one epoch, as Lightning requires when
-    fit starts (unless `check_val_every_n_epoch` is null: batches counted across epochs)."""
+    """A `val_check_interval` in batches fits in one epoch, as Lightning requires once fit starts
+    (unless `check_val_every_n_epoch` is null)."""
     interval = trainer.val_check_interval
     if batches is None or not isinstance(interval, int) or trainer.check_val_every_n_epoch is None:
         return

@@ -1,14 +1,13 @@
 """What the devices a run asks for need of this machine, said before the run starts.
 
-Lightning refuses a strategy or accelerator name that does not exist, a number of devices it
-cannot use and `dp` on several nodes itself when the Trainer is built (`run/boundary.py` names the
-key). Checked here is what it says without naming what to run instead (a GPU this machine lacks,
-as a project generated for GPUs meets on a laptop), or lets through: several nodes with nothing
-that starts the others (they would wait forever), a ``MASTER_PORT`` the processes cannot meet at.
+What Lightning says without naming what to run instead (a GPU this machine lacks, as a project
+generated for GPUs meets on a laptop), or lets through: several nodes with nothing that starts
+the others (they would wait forever), a ``MASTER_PORT`` the processes cannot meet at.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -18,28 +17,17 @@ from ..errors import UserError
 
 def check_devices(trainer: Mapping[str, Any]) -> None:
     """A GPU asked for (``accelerator=gpu``, ``cuda``, ``mps``, or every GPU: ``devices=-1``)
-    where there is none: named with the preset that runs here. And `dp`, one process, started
-    as several (by torchrun): each would run the whole job on its own."""
+    where there is none: named with the preset that runs here."""
     import torch
 
-    launched = os.environ.get("WORLD_SIZE", "1")
-    if str(trainer.get("strategy")).lower() == "dp" and launched.isdigit() and int(launched) > 1:
-        raise UserError(
-            f"strategy 'dp' runs as one process, but this run was started as {launched} "
-            "processes (WORLD_SIZE, e.g. by torchrun). Start it once: `python train.py "
-            "trainer.strategy=dp trainer.devices=2`, or keep the launcher and use "
-            "`trainer.strategy=ddp`."
-        )
     asked = str(trainer.get("accelerator", "auto")).lower()
     cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
     if asked == "auto" and trainer.get("devices") == -1 and not (cuda or mps):
         what = "trainer.devices=-1 asks for every GPU"
-    elif (
-        (asked == "cuda" and not cuda)
-        or (asked == "mps" and not mps)
-        or (asked == "gpu" and not (cuda or mps))
-    ):
-        what = f"trainer.accelerator={asked} asks for {'Apple silicon (MPS)' if asked == 'mps' else 'a GPU'}"
+    elif {"cuda": not cuda, "mps": not mps, "gpu": not (cuda or mps)}.get(asked):
+        what = (
+            f"trainer.accelerator={asked} asks for {'Apple silicon' if asked == 'mps' else 'a GPU'}"
+        )
     else:
         return
     raise UserError(
@@ -59,11 +47,9 @@ def multi_node_launcher() -> str | None:
     )
 
     for environment in (SLURMEnvironment, TorchElasticEnvironment, LSFEnvironment):
-        try:
+        with contextlib.suppress(Exception):  # LSF's detection reads files that may be missing
             if environment.detect():
                 return environment.__name__
-        except Exception:  # LSF's detection reads files that may be missing
-            continue
     by_hand = any(name in os.environ for name in ("NODE_RANK", "GROUP_RANK", "RANK"))
     return "MASTER_ADDR and a rank" if by_hand and "MASTER_ADDR" in os.environ else None
 
@@ -77,21 +63,16 @@ def check_nodes_launched(trainer: Mapping[str, Any]) -> None:
         f"trainer.num_nodes={nodes} asks for {nodes} machines, but nothing started this process "
         "as one of them (no torchrun, SLURM or LSF, and no NODE_RANK and MASTER_ADDR set): it "
         "would wait forever for the other nodes to join. Run on one machine with "
-        f"`trainer.num_nodes=1`, or start the run on every node, e.g. `torchrun --nnodes={nodes} "
-        f"--nproc-per-node=<devices> --rdzv-endpoint=<host>:29500 train.py "
-        f"trainer.num_nodes={nodes}`, or `-m hydra/launcher=slurm` on a SLURM cluster."
+        "`trainer.num_nodes=1`, or start the run on every node (torchrun, or "
+        "`-m hydra/launcher=slurm` on a SLURM cluster)."
     )
 
 
 def check_launch_environment(trainer: Any) -> None:
     """The port the processes of a multi-process run meet at (a bad one fails when the launcher
     starts, after the run directory is written). Only the built Trainer knows their number."""
-    port = os.environ.get("MASTER_PORT")
-    if (
-        trainer.world_size > 1
-        and port is not None
-        and not (port.isdigit() and 0 < int(port) < 65536)
-    ):
+    port = os.environ.get("MASTER_PORT", "1")
+    if trainer.world_size > 1 and not (port.isdigit() and 0 < int(port) < 65536):
         raise UserError(
             f"This run starts {trainer.world_size} processes, which meet at MASTER_ADDR:"
             f"MASTER_PORT, but MASTER_PORT={port!r} is not a TCP port (a whole number 1-65535). "
@@ -100,8 +81,7 @@ def check_launch_environment(trainer: Any) -> None:
 
 
 def check_precision_kept(asked: Any, trainer: Any) -> None:
-    """float16 autocast asked for where Lightning runs bfloat16 instead (on the CPU): Lightning
-    only warns, and the run would compute in another precision than its config says."""
+    """float16 autocast asked for where Lightning only warns and runs bfloat16 (on the CPU)."""
     if str(asked) in ("16", "16-mixed") and str(trainer.precision) != "16-mixed":  # 16: its alias
         raise UserError(
             f"trainer.precision={asked} asks for float16 autocast, which Lightning does not run "

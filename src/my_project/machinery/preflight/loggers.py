@@ -1,8 +1,7 @@
 """Settings under a wandb logger that wandb does not take, named without their value.
 
-Lightning's ``WandbLogger`` hands every unknown keyword to ``wandb.init``, which fails late (when
-the logger first logs, after the run directory exists), and Hydra then prints the whole command
-line, the value included: often a credential (``+logger.wandb.api_key=...``).
+Lightning's ``WandbLogger`` hands unknown keywords to ``wandb.init``, which fails only once the
+run directory exists, and Hydra then prints the value: often a credential (``api_key=...``).
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from ..reliability.secrets import looks_secret
 
 
 def check_logger_settings(loggers: Mapping[str, Any] | None) -> None:
-    """Every key of a wandb logger entry is one that its ``_target_``, Lightning's WandbLogger
-    or `wandb.init` takes; else a UserError naming the key."""
+    """Every key of a wandb logger entry is one its ``_target_`` or `wandb.init` takes."""
     for name, entry in (loggers or {}).items():
         target = entry.get("_target_") if isinstance(entry, Mapping) else None
         if not isinstance(target, str) or "wandb" not in target.lower():
@@ -36,16 +34,11 @@ def check_logger_settings(loggers: Mapping[str, Any] | None) -> None:
         unknown = sorted(k for k in entry if not str(k).startswith("_") and k not in accepted)
         if not unknown:
             continue
-        where = f"logger.{name}.{unknown[0]}"
-        if looks_secret(unknown[0]):
-            raise UserError(
-                f"`{where}` is not a setting of the wandb logger, and credentials do not belong "
-                "in the config: run `wandb login` once, or set the WANDB_API_KEY environment "
-                f"variable. Remove `{where}` from the command line or the config."
-            )
         close = difflib.get_close_matches(unknown[0], sorted(accepted), n=1)
-        hint = f" Did you mean `logger.{name}.{close[0]}`?" if close else ""
-        raise UserError(
-            f"`{where}` is not a setting of the wandb logger (Lightning's WandbLogger or "
-            f"wandb.init).{hint} Its settings: {', '.join(sorted(accepted))}."
-        )
+        hint = f". Did you mean `logger.{name}.{close[0]}`?" if close else "."
+        if looks_secret(unknown[0]):
+            hint = (
+                ", and credentials do not belong in the config: run `wandb login` once, or set "
+                "the WANDB_API_KEY environment variable."
+            )
+        raise UserError(f"`logger.{name}.{unknown[0]}` is not a setting of the wandb logger{hint}")

@@ -1,10 +1,8 @@
 """The learning-rate schedules the config names, tried before anything of the run is written.
 
-A schedule can fail only once it is stepped (``model.scheduler.T_max=0`` divides by zero at the
-end of the first epoch). Each node of the model's config whose ``_target_`` is one of torch's
-schedules is built with its own arguments on a throwaway optimizer and stepped as often as the
-run steps it at least (once an epoch: the fewer of ``max_epochs`` and ``max_steps``, at most
-100). No code of the team's runs here: a schedule a module makes by itself is left to the run.
+A schedule can fail only once it is stepped (``T_max=0`` divides by zero after the first epoch).
+Each of torch's schedules in the model's config is built on a throwaway optimizer and stepped
+as often as the run steps it at least (the fewer of ``max_epochs`` and ``max_steps``, <= 100).
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ def schedule_nodes(node: Any, path: str) -> Iterator[tuple[str, Mapping[str, Any
 
 
 def try_schedule(node: Mapping[str, Any], trainer: Mapping[str, Any]) -> None:
-    """Build the schedule ``node`` configures and step it (see the module docstring); one that
-    needs more than plain values (another schedule, a function) is left to the run."""
+    """Build the schedule ``node`` configures and step it; one that needs more than plain values
+    (another schedule, a function) is left to the run."""
     import torch
     from hydra.utils import get_class
 
@@ -42,17 +40,14 @@ def try_schedule(node: Mapping[str, Any], trainer: Mapping[str, Any]) -> None:
     nested = [item for v in kwargs.values() for item in (v if isinstance(v, list) else [v])]
     if any(n not in kwargs for n in needed) or any(isinstance(v, Mapping) for v in nested):
         return
-    limits = [
-        v
-        for v in (trainer.get("max_epochs"), trainer.get("max_steps"))
-        if isinstance(v, int) and v >= 0
-    ]
+    given = (trainer.get("max_epochs"), trainer.get("max_steps"))
+    steps = min([*(v for v in given if isinstance(v, int) and v >= 0), 100])
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "lr_scheduler.step() before optimizer.step()"
         scheduler = cls(optimizer, **kwargs)
         plateau = isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
-        for _ in range(min([*limits, 100])):
+        for _ in range(steps):
             if plateau:
                 scheduler.step(0.0)  # a metric that never improves: the most it reduces
             else:

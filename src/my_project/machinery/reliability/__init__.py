@@ -1,6 +1,4 @@
-"""Keeping long runs safe: atomic checkpoints, resume, signals, secrets, run directories,
-state kept per DDP process.
+"""Keeping long runs safe: atomic checkpoints, resume, signals, secrets, run directories.
 
-Nothing here imports torch or Lightning at module level except where a module's job needs it
-(`atomic_io`, `signals`), so the entry points stay light until training starts.
+Only `atomic_io` and `signals` import torch or Lightning at module level.
 """

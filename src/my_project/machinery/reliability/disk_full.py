@@ -1,9 +1,5 @@
-"""A disk that fills up during a run: one paragraph that says what is kept and how to go on.
-
-Checkpoints are written atomically (`atomic_io.py`): a save the disk cuts short leaves the
-previous complete checkpoint. What is left to say is which one it is and the command that
-resumes from it, instead of a traceback ending in ``OSError: [Errno 28] No space left``.
-"""
+"""A disk that fills up during a run: one paragraph naming the checkpoint kept (saves are
+atomic) and the command that resumes from it, instead of a traceback."""
 
 from __future__ import annotations
 
@@ -23,12 +19,8 @@ def disk_full_error(error: BaseException, run_dir: str | None) -> UserError | No
         return None
     what = f" writing {full.filename}" if full.filename else ""
     message = f"The disk is full ({full.strerror or 'No space left on device'}{what})."
-    checkpoint = newest_checkpoint(Path(run_dir)) if run_dir else None
-    if checkpoint is None:
-        return UserError(
-            f"{message} The run stopped before its first checkpoint; free some space and run it again.",
-            exit_code=1,
-        )
+    if (checkpoint := newest_checkpoint(Path(run_dir)) if run_dir else None) is None:
+        return UserError(f"{message} Free some space and run it again.", exit_code=1)
     return UserError(
         f"{message} The run stopped; its newest complete checkpoint is {checkpoint}. Free some "
         f"space, then resume with `python train.py resume={run_dir}`.",

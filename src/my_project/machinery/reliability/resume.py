@@ -1,10 +1,8 @@
 """Continuing a run: `resume=<run dir>` and `ckpt_path=last`.
 
-``python train.py resume=RUN_DIR [overrides]`` re-runs the command that started RUN_DIR (the
-overrides Hydra saved in ``RUN_DIR/.hydra/overrides.yaml``), plus any new overrides, writing
-into RUN_DIR and restarting from its newest checkpoint (or a typed ``ckpt_path=``). Hydra's
-record of the resumed command goes to ``RUN_DIR/.hydra/resume_<time>/``, so the original stays
-as it was. Only omegaconf is needed.
+``python train.py resume=RUN_DIR [overrides]`` re-runs the run's newest command (the overrides
+Hydra saved in ``.hydra/``) plus the new overrides, into RUN_DIR, from its newest checkpoint (or a
+typed ``ckpt_path=``). Hydra's record of it goes to ``.hydra/resume_<time>/``.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from omegaconf import OmegaConf
 from ..distributed import is_rank_zero
 from ..errors import UserError
 from .run_dir import note_new_folder
-from .secrets import MASK
 
 RESUME_KEY = "resume"
 LAST = "last"
@@ -37,21 +34,19 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     if not resume:
         return list(argv)
     run_dir = Path(resume[-1].split("=", 1)[1]).expanduser()
-    # The newest command of the run: its start's, or that of its latest resume (which may have
-    # asked for more epochs: resuming again continues from there).
-    records = [run_dir / ".hydra", *sorted((run_dir / ".hydra").glob("resume_*"))]
-    saved_path = next(
-        (r / "overrides.yaml" for r in reversed(records) if (r / "overrides.yaml").is_file()),
-        run_dir / ".hydra" / "overrides.yaml",
+    # The newest command of the run: its latest resume's (which may have asked for more
+    # epochs: resuming again continues from there), else its start's.
+    first = run_dir / ".hydra" / "overrides.yaml"
+    saved_path = max(run_dir.glob(".hydra/resume_*/overrides.yaml"), default=first)
+    problem = (
+        "no such run directory"
+        if not run_dir.is_dir()
+        else f"{saved_path} is missing, so the run's command cannot be rebuilt"
+        if not saved_path.is_file()
+        else "the run has no checkpoint to continue from"
+        if newest_checkpoint(run_dir) is None
+        else ""
     )
-    if not run_dir.is_dir():
-        problem = "no such run directory"
-    elif not saved_path.is_file():
-        problem = f"{saved_path} is missing, so the run's command cannot be rebuilt"
-    elif newest_checkpoint(run_dir) is None:
-        problem = "the run has no checkpoints/last.ckpt nor any other checkpoint to continue from"
-    else:
-        problem = ""
     if problem:
         raise UserError(
             f"resume={run_dir}: {problem}. Pass the directory of a run of train.py that saved a "
@@ -62,13 +57,6 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     typed = {override_key(o) for o in new}  # a typed `ckpt_path=` continues from that file
     dropped = typed | {"ckpt_path", "hydra.run.dir", RESUME_KEY}
     kept = [o for o in saved if override_key(o) not in dropped and o != "~" + RESUME_KEY]
-    masked = [override_key(o) for o in kept if MASK in o]
-    if masked:
-        raise UserError(
-            f"resume={run_dir}: the original command set {', '.join(masked)} to a secret, which "
-            f"was masked before saving. Pass it again, e.g. `{masked[0]}=...`, or better, read it "
-            "from an environment variable in the config (`${oc.env:NAME}`)."
-        )
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     note_new_folder(run_dir / ".hydra" / f"resume_{stamp}")
     return [
@@ -82,8 +70,7 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
 
 
 def saved_overrides(saved_path: Path, run_dir: Path) -> list[str]:
-    """The overrides the run was started with (a YAML list of strings), and its
-    ``hydra.searchpath`` (where its configs were found), which Hydra keeps in `hydra.yaml`."""
+    """The overrides the run was started with, and its ``hydra.searchpath`` (in `hydra.yaml`)."""
     path = saved_path
     try:
         saved = OmegaConf.to_container(OmegaConf.load(path))
@@ -97,9 +84,8 @@ def saved_overrides(saved_path: Path, run_dir: Path) -> list[str]:
     except Exception as error:  # yaml's errors, a file that is not text, not a list
         raise UserError(
             f"resume={run_dir}: {path} cannot be read ({type(error).__name__}), so the run's "
-            "command cannot be rebuilt. Restore the file (overrides.yaml is a YAML list such as "
-            "`- model/net=cnn`), or start again with the original overrides and "
-            f"`ckpt_path={run_dir}/checkpoints/last.ckpt`."
+            "command cannot be rebuilt. Restore the file, or start again with the original "
+            f"overrides and `ckpt_path={run_dir}/checkpoints/last.ckpt`."
         ) from error
     return saved + [str(o) for o in found or [] if override_key(str(o)) == "hydra.searchpath"]
 
@@ -119,11 +105,9 @@ def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | No
     """`last`: :func:`newest_checkpoint` of this run, else the newest sibling run's last.ckpt."""
     if ckpt_path != LAST:
         return ckpt_path
-    found = newest_checkpoint(output_dir)
-    if found is None:
-        found = newest(list(output_dir.parent.glob("*/checkpoints/last.ckpt")))
-        if found is not None:
-            print(f"ckpt_path=last: continuing from {found}, the newest run's last checkpoint.")
+    found = newest_checkpoint(output_dir) or newest(
+        list(output_dir.parent.glob("*/checkpoints/last.ckpt"))
+    )
     if found is None:
         raise UserError(
             f"ckpt_path=last: there is no checkpoints/last.ckpt in {output_dir} nor in any other "
@@ -133,19 +117,16 @@ def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | No
 
 
 def keep_csv_history(loggers: list[Any], resumed_step: int) -> None:
-    """Keep the rows an earlier part of this run wrote to `csv/metrics.csv`, which Lightning's
-    CSV logger deletes when it starts: those before ``resumed_step``, the loggers' count of
-    batches at the checkpoint (`preflight.checkpoint.logger_step`), which the ``step`` column
-    holds; the resumed run logs the later ones again. Rank 0 alone writes the file."""
+    """Keep the rows before ``resumed_step`` (`preflight.checkpoint.logger_step`) that an earlier
+    part of this run wrote to `metrics.csv`, which Lightning's CSV logger deletes when it starts
+    (the resumed run logs the later ones again)."""
     from lightning.pytorch.loggers import CSVLogger
 
     if not is_rank_zero():
         return
     for logger in loggers:
-        if not isinstance(logger, CSVLogger):
-            continue
-        path = Path(logger.log_dir) / "metrics.csv"
-        if not path.is_file():
+        path = Path(logger.log_dir) / "metrics.csv" if isinstance(logger, CSVLogger) else None
+        if path is None or not path.is_file():
             continue
         with open(path, newline="") as handle:
             reader = csv.DictReader(handle)

@@ -1,19 +1,14 @@
 """Run directories that never collide, hold one run each, and that bad input never leaves behind.
 
-``${unique_dir:PATH}`` (configs/hydra/default.yaml) creates ``PATH``, or ``PATH_1``, ``PATH_2``...
-if it exists, with ``os.mkdir``, which fails rather than reuse a directory another process just
-created. The result is remembered: Hydra resolves the run directory more than once.
+``${unique_dir:PATH}`` creates ``PATH``, or ``PATH_1``, ``PATH_2``... with ``os.mkdir``, which
+fails rather than reuse a directory another process just created.
 
-Hydra makes the run directory (its `.hydra/` record and the job's log file) before the task runs:
-:func:`remove_if_untouched` removes it again after a refusal, only when this process created it
-(by ``unique_dir``, or as a ``hydra.run.dir`` of the command line that did not exist) and it
-holds nothing but Hydra's files; so are the empty folders it made around it.
+Hydra makes the run directory before the task runs: :func:`remove_if_untouched` removes it again
+after a refusal, if this process created it and it holds nothing but Hydra's files.
 
-One run a directory (:class:`RunDirLock`, a Hydra callback in configs/hydra/default.yaml): a new
-run refuses a directory that holds a run (`resume=` continues one) before Hydra writes there,
-and a run holds an OS lock (``flock``) on its directory for its whole life, which the OS releases
-however the process ends (``kill -9`` too): a second process that would write there is refused,
-naming the holder. Under DDP the launching process holds it for every rank.
+One run a directory (:class:`RunDirLock`, a Hydra callback): a new run refuses a directory that
+holds a run, and a run holds an OS lock (``flock``) on its directory for its whole life, which
+the OS releases however the process ends (``kill -9`` too): a second process is refused.
 """
 
 from __future__ import annotations
@@ -33,7 +28,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..distributed import is_rank_zero
 from ..errors import UserError
-from .secrets import mask_text
 
 _created: dict[str, str] = {}  # unique_dir's answers
 _made_here: set[Path] = set()  # the outermost folders this process created (or is about to)
@@ -47,8 +41,13 @@ def unique_dir(prefix: str, _root_: Any = None) -> str:
     """Create and return ``prefix`` or the first free ``prefix_N``."""
     if prefix in _created:
         return _created[prefix]
-    if _root_ is not None:
-        check_log_dir(OmegaConf.select(_root_, "paths.log_dir", default=None))
+    log_dir = OmegaConf.select(_root_, "paths.log_dir", default=None) if _root_ else None
+    if isinstance(log_dir, str) and not log_dir.strip():  # an environment variable set empty?
+        raise UserError(
+            "paths.log_dir is empty (an environment variable set, but empty?), so runs would be "
+            "written under the filesystem's root (/train/runs/...). Give it a folder, e.g. "
+            "`paths.log_dir=logs`, or unset the variable to use logs/."
+        )
     note_new_folder(Path(prefix).parent, "paths.log_dir")
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     for n in itertools.count():
@@ -59,20 +58,6 @@ def unique_dir(prefix: str, _root_: Any = None) -> str:
             _made_here.add(Path(candidate).absolute())
             return candidate
     raise AssertionError("unreachable")
-
-
-def check_log_dir(log_dir: Any) -> None:
-    """An empty ``paths.log_dir`` (an empty environment variable behind it) would put runs at
-    the filesystem's root."""
-    if not isinstance(log_dir, str) or log_dir.strip():
-        return
-    empty = sorted(name for name, v in os.environ.items() if name.endswith("_LOG_DIR") and not v)
-    cause = f" ({', '.join(empty)} is set, but empty)" if empty else ""
-    raise UserError(
-        f"paths.log_dir is empty{cause}, so runs would be written under the filesystem's root "
-        "(/train/runs/...). Give it a folder, e.g. `paths.log_dir=logs`, or unset the variable "
-        "to use logs/."
-    )
 
 
 def register_resolvers() -> None:
@@ -96,8 +81,8 @@ def note_new_folder(path: Path, key: str = "hydra.run.dir") -> None:
 
 
 def note_run_dirs_on_command_line(overrides: Sequence[str]) -> None:
-    """Check a ``hydra.run.dir``/``hydra.sweep.dir``/``paths.log_dir`` of the command line, and
-    remember whether it exists already (only one this process creates may be removed again)."""
+    """Check a ``hydra.run.dir`` or ``hydra.sweep.dir`` of the command line, and remember
+    whether it exists already (only one this process creates may be removed again)."""
     for override in overrides:
         key, sep, value = override.partition("=")
         key, value = key.lstrip("+"), value.strip().strip("'\"")
@@ -107,8 +92,6 @@ def note_run_dirs_on_command_line(overrides: Sequence[str]) -> None:
                 f"({Path.cwd()}). Name a folder, e.g. `{key}=logs/train/runs/mine`, or leave it "
                 "out for a new one under logs/."
             )
-        if sep and key == "paths.log_dir":
-            check_log_dir(value)
         if sep and key in _RUN_DIR_KEYS and "${" not in value:
             note_new_folder(Path(value), key)
 
@@ -118,16 +101,14 @@ def _made_by_this_process(path: Path) -> bool:
 
 
 def remove_untouched_sweep_dirs() -> None:
-    """The directories ``unique_dir`` made in this process that hold only what Hydra and its
-    launcher write before a job runs (a launch that failed leaves no empty sweep)."""
+    """The directories ``unique_dir`` made that hold only what a sweep writes before its jobs."""
     for made in list(_created.values()):
         remove_if_untouched(made, _SWEEP_FILES)
 
 
 def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool:
-    """Remove ``run_dir`` if this process created it and it holds only ``hydra_files`` (names of
-    its top-level entries), then the folders this process made around it, if left empty but for
-    a sweep's record. Returns whether ``run_dir`` was removed."""
+    """Remove ``run_dir`` if this process created it and it holds only ``hydra_files``, then the
+    folders this process made around it, if left empty but for a sweep's record."""
     run_dir = Path(run_dir).absolute()
     if not run_dir.is_dir() or not _made_by_this_process(run_dir):
         return False
@@ -146,15 +127,13 @@ def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool
 
 
 def remove_record_if_made_here(record: Path) -> None:
-    """Remove Hydra's record folder of this command inside a run directory that was there
-    before (a `resume=`'s `.hydra/resume_<time>`), if this process made it."""
+    """Remove Hydra's record of this command (a `resume=`'s), if this process made it."""
     if Path(record).absolute() in _made_here:
         shutil.rmtree(record, ignore_errors=True)
 
 
 class RunDirLock(Callback):
-    """Hydra callback: each job's directory is claimed (:func:`claim`) before the job writes
-    there, in the process of rank 0 only (a DDP launcher's children run in its directory)."""
+    """Hydra callback: each job's directory claimed before the job writes there, by rank 0."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
@@ -198,13 +177,11 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
         except BlockingIOError as error:
             release()
             raise UserError(
-                f"{run_dir} is in use: {_holder(run_dir)} holds its lock, and two processes "
-                "writing one run directory would mix their checkpoints, metrics and logs. Wait "
-                "for it to end (or stop it), or choose another directory (leave "
-                "`hydra.run.dir` out for a new one under logs/)."
+                f"{run_dir} is in use: another process holds its lock, and two processes writing "
+                "one run directory would mix their checkpoints, metrics and logs. Wait for it to "
+                "end (or stop it), or choose another directory (leave `hydra.run.dir` out for a "
+                "new one under logs/)."
             ) from error
-        except OSError:  # a filesystem without locks (some network ones): the run goes unlocked
-            release()
     found = [name for name in refused if (run_dir / name).exists()]
     if found:
         release()
@@ -214,17 +191,6 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
             f"overwrite. {resume if task == 'train' else 'C'}hoose another directory for the "
             "new one (leave `hydra.run.dir` and `hydra.sweep.dir` out for one under logs/)."
         )
-
-
-def _holder(run_dir: Path) -> str:
-    """The process holding ``run_dir``'s lock, as Linux's /proc names it (its pid, command)."""
-    with contextlib.suppress(OSError, IndexError):  # elsewhere, or the holder just ended
-        inode = f":{run_dir.stat().st_ino}"
-        for fields in (line.split() for line in Path("/proc/locks").read_text().splitlines()):
-            if fields[1] == "FLOCK" and fields[5].endswith(inode):
-                command = Path(f"/proc/{fields[4]}/cmdline").read_bytes().decode(errors="replace")
-                return f"the process {fields[4]} (`{mask_text(' '.join(command.split()))}`)"
-    return "another process"
 
 
 def release() -> None:

@@ -1,12 +1,10 @@
 """Secrets (API keys, tokens, passwords) never reach the screen or the run directory.
 
-A config key or environment variable "looks secret" when its name has a word such as ``token``,
-``secret``, ``password`` or a pair such as ``api_key``. Structured data (the config, logged
-hyperparameters, Hydra's `.hydra/` record) has the values of such keys replaced by ``***``.
-Text (stderr, wandb's record of the command line) has this run's secret values replaced
-wherever they occur: those under secret-looking keys of its config and of its command line (at
-least 3 characters: shorter ones would mask ordinary words), and secret-looking environment
-variables (``WANDB_API_KEY``) of at least 8. Only omegaconf and yaml are imported here.
+A key "looks secret" when its name has a word such as ``token`` or a pair such as ``api_key``.
+Structured data (the config, hyperparameters, Hydra's `.hydra/` record) has such keys' values
+replaced by ``***``; text (stderr, wandb's record of the command line) has this run's secret
+values replaced wherever they occur: those under secret-looking keys of its config (3
+characters or more) and secret-looking environment variables (8 or more).
 """
 
 from __future__ import annotations
@@ -82,16 +80,10 @@ def secret_config_values(data: Any) -> list[Any]:
     return found
 
 
-def secret_override_values(overrides: Iterable[str]) -> list[str]:
-    """Values of command-line overrides such as `+logger.wandb.api_key=...`."""
-    split = (override.partition("=") for override in overrides)
-    return [v.strip("'\"") for k, sep, v in split if sep and looks_secret(k.split(".")[-1])]
-
-
 def protect_run_secrets(resolved: Mapping[str, Any]) -> None:
-    """Register this run's secret values (under secret-looking keys of the resolved config and
-    of the command line): from now on they are masked wherever this project prints or saves.
-    Hydra's record of the run (`.hydra/*.yaml`), already written, is masked too."""
+    """Register this run's secret values (under secret-looking keys of the resolved config, the
+    command line's included): from now on they are masked wherever this project prints or
+    saves. Hydra's record of the run (`.hydra/*.yaml`), already written, is masked too."""
     import yaml
     from hydra.core.hydra_config import HydraConfig
 
@@ -99,7 +91,6 @@ def protect_run_secrets(resolved: Mapping[str, Any]) -> None:
 
     hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
     values = secret_config_values(resolved)
-    values += secret_override_values(hydra_cfg.overrides.task if hydra_cfg else [])
     _registered.update(str(v) for v in values if v is not None and len(str(v)) >= _MIN_LENGTH)
     _registered.discard(MASK)
     output_dir = hydra_cfg.runtime.get("output_dir") if hydra_cfg else None  # type: ignore[attr-defined]

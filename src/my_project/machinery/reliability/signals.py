@@ -1,14 +1,10 @@
 """SIGTERM and Ctrl-C stop a run cleanly: training at a step every process agrees on, with a
-checkpoint and a resume hint; anything else at once. A second signal stops at once, without
-saving (the processes this one launched die with it: `distributed.die_with_launcher`).
+checkpoint and a resume hint; anything else at once. A second signal stops at once, unsaved.
 
-Lightning alone falls short: its SIGTERM handler runs a collective inside the handler and each
-process stops at the next batch *it* reaches, so DDP processes can stop at different steps and
-hang in mismatched collectives; SIGTERM exits 0 (a scheduler thinks the job succeeded); Ctrl-C
-raises ``KeyboardInterrupt`` wherever the program is. Here `install_handlers` (at the start of
-every job) makes SIGTERM and SIGINT *record* the request; outside training it stops the run at
-once (`StopRequested`, like KeyboardInterrupt). In training `StopTogether` takes it up between
-batches, and the run exits with 128 + the signal number (130 Ctrl-C, 143 SIGTERM).
+Lightning alone falls short: under DDP each process stops at the next batch *it* reaches (and
+can hang in mismatched collectives), SIGTERM exits 0, and Ctrl-C raises anywhere. Here both
+signals *record* a request: outside training it stops the run at once (`StopRequested`), in
+training `StopTogether` takes it up between batches; the run exits with 128 + the signal.
 """
 
 from __future__ import annotations
@@ -52,31 +48,25 @@ def signal_name(signum: int) -> str:
 
 def requested_signal() -> int | None:
     """The first stop signal of this job (SIGTERM when only another process received one)."""
-    if _State.received:
-        return _State.received[0]
-    return signal.SIGTERM if _State.agreed else None
+    return _State.received[0] if _State.received else signal.SIGTERM if _State.agreed else None
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
-    again = bool(_State.received)
+    again, name = bool(_State.received), signal_name(signum)
     _State.received.append(signum)
     if not (again or _State.in_training_loop):
         raise StopRequested(signum)
     if is_rank_zero():
+        message = (
+            f"{name} again: stopping now, without saving."
+            if again
+            else f"{name}: stopping after the current batch and saving a checkpoint "
+            "(a second one stops at once, without saving)."
+        )
         with contextlib.suppress(OSError):  # os.write: a handler may interrupt a print
-            os.write(2, f"\n{_stopping(signum, again)}\n".encode())
+            os.write(2, f"\n{message}\n".encode())
     if again:
         os._exit(128 + signum)
-
-
-def _stopping(signum: int, again: bool) -> str:
-    if again:
-        return f"{signal_name(signum)} again: stopping now, without saving."
-    twice = "press Ctrl-C" if signum == signal.SIGINT else "send it"
-    return (
-        f"{signal_name(signum)}: stopping after the current batch and saving a checkpoint "
-        f"({twice} again to stop at once, without saving)."
-    )
 
 
 def install_handlers() -> None:
@@ -88,17 +78,11 @@ def install_handlers() -> None:
 
 
 class StopTogether(Checkpoint):
-    """Takes a stop request up between batches, on every process at the same step. A
-    ``Checkpoint`` (stopping is saving), so Lightning runs its hooks after every other
-    callback's of the batch: a request made in any of them stops after this batch.
-
-    Training: after a batch (every ``check_every_n_steps`` batches under DDP, one tiny
-    all-reduce; not the last of an epoch, whose validation and checkpoint come first), at the
-    end of validation and of an epoch, the processes agree whether any got a signal, and on yes
-    all set Lightning's stop flag, which stops them before the next batch, where
-    ``LastCheckpoint`` saves. Lightning's own per-batch broadcast of rank 0's flag is left out
-    (`lightning_compat.skip_sigterm_broadcast`). Test: each process stops at its next batch (it
-    saves nothing, and processes may have different batch counts).
+    """Takes a stop request up between batches, on every process at the same step: after a
+    batch (every ``check_every_n_steps`` under DDP), validation and an epoch, the processes agree
+    whether any got a signal, and on yes all set Lightning's stop flag (``LastCheckpoint`` then
+    saves). A ``Checkpoint``, so Lightning runs its hooks after every other callback's. In the
+    test, each process stops at its next batch, saving nothing.
     """
 
     def __init__(self, check_every_n_steps: int = 10) -> None:
@@ -149,14 +133,9 @@ class StopTogether(Checkpoint):
 
     @staticmethod
     def _decide(trainer: Trainer) -> None:
-        import torch
-        import torch.distributed as dist
-
         wanted = requested_signal() is not None
-        if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
-            flag = torch.tensor([int(wanted)], device=trainer.strategy.root_device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            wanted = bool(flag.item())  # the one host sync, every N steps
+        if trainer.world_size > 1:  # one all-reduce and host sync (every N steps)
+            wanted = trainer.strategy.reduce_boolean_decision(wanted, all=False)
         if not wanted:
             return
         _State.agreed = True
@@ -188,14 +167,11 @@ def _training_ends_here(trainer: Trainer) -> bool:
 
 def stopped_message(signum: int, run_dir: str | Path | None, training_done: bool) -> str:
     """What the run says when a signal stopped it: what is saved, how to go on."""
-    name = signal_name(signum)
-    if run_dir is None:
-        return f"Stopped by {name}."
     from .resume import newest_checkpoint
 
-    checkpoint = newest_checkpoint(Path(run_dir))
-    if checkpoint is None:
-        return f"Stopped by {name} before the first checkpoint; nothing to resume. Start it again."
+    name = signal_name(signum)
+    if run_dir is None or (checkpoint := newest_checkpoint(Path(run_dir))) is None:
+        return f"Stopped by {name} before the first checkpoint: nothing to resume."
     done = "Training had finished; the test did not. " if training_done else ""
     return (
         f"Stopped by {name}. {done}The newest checkpoint is {checkpoint}. Resume with:\n"

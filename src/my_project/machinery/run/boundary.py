@@ -1,31 +1,22 @@
 """The error boundary of a build: a value the config gives that is refused, or the team's bug.
 
-Every object a run needs is built from a node of its config (``model``, ``trainer``,
-``callbacks.model_checkpoint``, ...) inside :func:`built_from`, before anything of the run is
-written. What building raises is decided here, and only here, by where it was raised:
-
-- a :class:`UserError` (a check said it in the user's words), a ``ValueError`` (Python's "wrong
-  value"), or any exception whose innermost frame is in an installed library or the machinery
-  is the config's value refused: one paragraph naming the node, the overrides the command line
-  typed under it, and the object's own complaint (exit status 2, `entry.as_job`);
-- any other exception raised in the team's own code (its models, data, callbacks: files outside
-  the installed libraries and the machinery) is a bug: it leaves with its traceback, down to the
-  team's file and line (exit status 1), without Hydra's wrapping.
+Every object of a run is built from a node of its config inside :func:`built_from`, before
+anything is written. A :class:`UserError`, a ``ValueError``, or any exception whose innermost
+frame is in an installed library or the machinery is the value refused: one paragraph naming the
+node, the overrides typed under it and the object's complaint (exit status 2). Any other
+exception, raised in the team's own code, is a bug: its traceback, down to the team's line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..config import config_dir
 from ..errors import UserError
 from ..reliability.resume import override_key
 
@@ -42,8 +33,7 @@ _STDLIB = tuple(
 
 @contextlib.contextmanager
 def built_from(cfg: DictConfig, node: str, by: str | None = None) -> Iterator[None]:
-    """Build (or check) what ``cfg.<node>`` configures inside; decide what it raises (see the
-    module docstring). ``by``: who refuses, when not the ``_target_`` of the node."""
+    """Build what ``cfg.<node>`` configures inside; ``by``: who refuses, if not its ``_target_``."""
     from hydra.errors import InstantiationException
 
     try:
@@ -80,18 +70,10 @@ def refusal(cfg: DictConfig, node: str, error: BaseException, by: str | None = N
     typed = typed_under(cfg, node)
     key = typed[0][0] if len(typed) == 1 else node
     target = None if key.endswith("._target_") else by or _target_of(cfg, key)
-    complaint = describe(error)
-    if len(typed) == 1:
-        subject = typed[0][1]
-    else:
-        with_typed = (
-            f", with {', '.join(s for _, s in typed)} from the command line" if typed else ""
-        )
-        subject = f"`{node}`{with_typed}"
-    refused = f"was refused by {target}" if target else "was refused"
-    group = node.split(".")[0]
-    where = f"configs/{group}/" if (config_dir() / group).is_dir() else "configs/"
-    return f"{subject} {refused}: {complaint} Fix it on the command line or in {where}."
+    listed = ", ".join(shown for _, shown in typed)
+    subject = f"`{node}`, with {listed} from the command line" if len(typed) > 1 else listed
+    refused = f"{subject or f'`{node}`'} was refused" + (f" by {target}" if target else "")
+    return f"{refused}: {describe(error)} Fix it on the command line or in configs/."
 
 
 def describe(error: BaseException) -> str:
@@ -103,18 +85,15 @@ def describe(error: BaseException) -> str:
 
 
 def typed_under(cfg: DictConfig, node: str) -> list[tuple[str, str]]:
-    """The overrides the command line typed under ``node`` (``+trainer.foo=1``, ``model/net=mlp``)
-    or for a key a value under it takes (``monitor_mode=maximum``, as
-    ``callbacks.model_checkpoint.mode: ${monitor_mode}``), the most specific of those: (key, as
-    shown). None when the config was composed by code."""
+    """(key, as shown) of the overrides typed under ``node`` (``+trainer.foo=1``), else for a key
+    a value under it takes (``monitor_mode=maximum``, in ``${monitor_mode}``), else the choice
+    of ``node`` itself (``model=...``)."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
         return []
-    raw: Any = OmegaConf.to_container(cfg, resolve=False)
-    for part in node.split("."):
-        raw = raw.get(part) if isinstance(raw, dict) else None
-    sources = dict(_references(raw, node))
+    found = OmegaConf.select(cfg, node, default=None)
+    text = OmegaConf.to_yaml(found) if OmegaConf.is_config(found) else ""  # `${...}` kept
     inside, choices, referenced = [], [], []
     for override in HydraConfig.get().overrides.task:
         key, shown = override_key(override).replace("/", "."), f"`{override.lstrip('+')}`"
@@ -122,21 +101,9 @@ def typed_under(cfg: DictConfig, node: str) -> list[tuple[str, str]]:
             inside.append((key, shown))
         elif key == node:  # `model=classifier`: the choice of the config, not a value in it
             choices.append((key, shown))
-        elif key in sources:
-            referenced.append((sources[key], f"{shown} (as {sources[key]})"))
+        elif "${" + key + "}" in text:
+            referenced.append((node, f"{shown} (in {node})"))
     return inside or referenced or choices
-
-
-def _references(raw: Any, key: str) -> Iterator[tuple[str, str]]:
-    """(referenced key, key of the value) for every ``${...}`` under ``raw``."""
-    if isinstance(raw, dict):
-        for name, value in raw.items():
-            yield from _references(value, f"{key}.{name}")
-    elif isinstance(raw, list):
-        for value in raw:
-            yield from _references(value, key)
-    elif isinstance(raw, str):
-        yield from ((ref, key) for ref in re.findall(r"\$\{([\w.]+)\}", raw))
 
 
 def _target_of(cfg: DictConfig, key: str) -> str | None:

@@ -1,9 +1,7 @@
 """Build: the objects of a run (data, model, callbacks, loggers, Trainer) from the config.
 
 Nothing here trains or writes a file of the run. Each object is built inside
-`boundary.built_from` its config node, so what its class refuses is one paragraph naming the node
-and the overrides typed under it (exit status 2), a bug in the team's code keeps its traceback,
-and the run directory Hydra made is removed again (`entry.as_job`).
+`boundary.built_from` its config node, which tells a refused value from the team's bug.
 """
 
 from __future__ import annotations
@@ -47,10 +45,9 @@ def masked_config(cfg: DictConfig) -> dict[str, Any]:
 
 
 def build_group(cfg: DictConfig, key: str) -> list[Any]:
-    """Every entry of the dict-of-configs group ``cfg.<key>`` (callbacks, loggers), each inside
-    `built_from` its own node (``callbacks.model_checkpoint``). An entry with settings but no
-    ``_target_`` (``+logger.wandb.project=x`` with ``logger=csv``) builds nothing, and the run
-    would go on without it: refused."""
+    """Every entry of the group ``cfg.<key>`` (callbacks, loggers), each `built_from` its node.
+    An entry with settings but no ``_target_`` (``+logger.wandb.project=x`` with ``logger=csv``)
+    would build nothing, silently: refused."""
     built = []
     for name, entry in (cfg.get(key) or {}).items():
         if entry and "_target_" not in entry:
@@ -59,7 +56,7 @@ def build_group(cfg: DictConfig, key: str) -> list[Any]:
                 f"`{key}.{name}` has settings ({', '.join(f'{key}.{name}.{k}' for k in entry)}) "
                 f"but nothing to build: the {key} chosen ({chosen or 'none'}) does not include "
                 f"`{name}`. Choose it first, e.g. `{key}=[{'csv' if key == 'logger' else 'default'},"
-                f"{name}]`, then set `{key}.{name}.<key>=...`."
+                f"{name}]`."
             )
         with built_from(cfg, f"{key}.{name}"):
             built += instantiate_group({name: entry})
@@ -67,8 +64,7 @@ def build_group(cfg: DictConfig, key: str) -> list[Any]:
 
 
 def instantiate_group(cfg: Mapping[str, Any] | None) -> list[Any]:
-    """Instantiate every entry of a dict-of-configs group (callbacks, loggers); skip nulls, and
-    what a factory returns as None (the progress bar when disabled)."""
+    """Every entry of a group built; nulls, and a factory's None (a disabled progress bar), not."""
     from hydra.utils import instantiate
 
     built = (instantiate(e) for e in (cfg or {}).values() if e and "_target_" in e)
@@ -109,16 +105,12 @@ def seed_and_precision(cfg: DictConfig) -> None:
 
 
 def model_for_data(cfg: DictConfig, datamodule: Any) -> Any:
-    """The LightningModule of ``cfg.model``: its config's values, and of what the data module's
-    ``model_kwargs()`` hook offers, what it takes and its config leaves unset (`contract`)."""
+    """The LightningModule of ``cfg.model``, given what the data module's ``model_kwargs()``
+    offers that it takes and its config leaves unset (`contract`)."""
     from ..preflight import contract
 
     cls = contract.model_class(cfg.model._target_)
-    given = {
-        str(k)
-        for k in cfg.model
-        if not str(k).startswith("_") and not OmegaConf.is_missing(cfg.model, k)
-    }
+    given = {str(k) for k in cfg.model if not OmegaConf.is_missing(cfg.model, k)}
     extra = contract.arguments_from_data(cls, given, contract.offered_model_kwargs(datamodule))
     return contract.instantiate_model(cfg.model, cls, extra)
 
@@ -148,16 +140,10 @@ def datamodule(cfg: DictConfig, fit: bool, test: bool) -> Any:
     return data
 
 
-def load_model(target: str, ckpt_path: str, allow_non_finite: bool = False) -> Any:
-    """Load ``ckpt_path`` into the LightningModule class named by ``target`` (on the CPU).
-
-    Its arguments are the checkpoint's hyperparameters (plain data, `atomic_io.plain`), except
-    those it holds no value of: left out (``save_hyperparameters(ignore=["net"])``) or saved as
-    the record of an object (a ``_partial_`` optimizer, an enum). Those are built from the run's
-    own config (`record.run_config`), never from the checkpoint; else their defaults apply.
-    A file that is not such a checkpoint (empty, damaged, with non-finite weights, another
-    model's) is a :class:`UserError` naming what to pass.
-    """
+def load_model(target: str, ckpt_path: str) -> Any:
+    """Load ``ckpt_path`` into the LightningModule class named by ``target`` (on the CPU), with
+    the checkpoint's hyperparameters; those it has no value of (ignored, or the record of an
+    object: `atomic_io.plain`) built from the run's own config, else their defaults."""
     from hydra.utils import instantiate
 
     from ..preflight.checkpoint import check_finite, read_checkpoint
@@ -189,14 +175,13 @@ def load_model(target: str, ckpt_path: str, allow_non_finite: bool = False) -> A
             f"{' '.join(str(error).split())[:300]}). Pass a checkpoint written by this project's "
             "train.py with the same `model=`."
         ) from error
-    check_finite(ckpt_path, dict(model.named_parameters()), allow=allow_non_finite)
+    check_finite(ckpt_path, dict(model.named_parameters()))
     return model
 
 
 def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
-    """Data, model (checked against the checkpoint), callbacks, loggers and Trainer of a fit,
-    every one built, and the training data and the config's schedules tried, before anything
-    is written."""
+    """A fit's objects built, the model checked against the checkpoint, the training data and
+    the config's schedules tried: before anything is written."""
     from ..preflight import contract, data, schedules
     from ..preflight.checkpoint import check_checkpoint_matches
 
@@ -237,7 +222,7 @@ def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
-    model = load_model(cfg.model._target_, ckpt_path, bool(cfg.get("allow_non_finite")))
+    model = load_model(cfg.model._target_, ckpt_path)
     data = datamodule(cfg, fit=False, test=True)
     contract.check_model_fits_data(model, data, data_name(cfg))
     job = _job(cfg, config, data, model, ckpt_path)

@@ -1,10 +1,8 @@
 """A task called directly, ``train(cfg)``, from a notebook or a test, as Hydra would run it.
 
-Hydra hands a job its config without the ``hydra`` node and with a run directory
-(``paths.output_dir``: ``${hydra:runtime.output_dir}``). A config from Hydra's compose API has
-neither: with ``return_hydra_config=True`` (as lightning-hydra-template's tests and notebooks
-compose it) a ``hydra`` node whose runtime values are unset; without it, nothing that
-``${hydra:...}`` could resolve from.
+A config from Hydra's compose API has no run directory (``${hydra:runtime.output_dir}``), and a
+``hydra`` node (with ``return_hydra_config=True``, as lightning-hydra-template composes it) that
+a job never sees.
 """
 
 from __future__ import annotations
@@ -17,9 +15,8 @@ from ..config import config_dir
 
 
 def job_config(cfg: DictConfig) -> DictConfig:
-    """``cfg`` as a Hydra job gets it: no ``hydra`` node, and a run directory: the one set in
-    ``paths.output_dir``, else a new one made as ``hydra.run.dir`` makes it (the node's own
-    pattern, or configs/hydra/default.yaml's). A config Hydra gave a job is returned as it is."""
+    """``cfg`` as a Hydra job gets it: no ``hydra`` node, and a run directory (its
+    ``paths.output_dir``, else a new one made as ``hydra.run.dir`` makes it)."""
     from hydra.core.hydra_config import HydraConfig
 
     if "hydra" not in cfg and HydraConfig.initialized():

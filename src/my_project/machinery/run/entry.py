@@ -1,14 +1,10 @@
 """The one place every entry point passes through: registrations, Hydra, clear errors, signals.
 
-`python train.py`, `eval.py`, `predict.py`, `serve.py`, `export.py` (and their console scripts)
-call :func:`main`: it composes the config with Hydra and runs the task. Bad input is one
-paragraph on stderr and exit status 2 and leaves no run directory, wherever it is found: on the
-command line, while Hydra composes the config (`hydra_errors.py`), in the task's checks (a
-:class:`~..errors.UserError`), or while the task builds the objects of the run, before it writes
-anything (`boundary.py` decides what is a refused value and what is the team's bug, which keeps
-its traceback). A full disk is one paragraph too (`reliability/disk_full.py`). SIGTERM and Ctrl-C
-stop a job cleanly (`reliability/signals.py`); one that comes before the job starts ends it
-there, in one line, leaving no run directory. Secrets are masked in everything on stderr.
+Every entry point calls :func:`main`, which composes the config with Hydra and runs the task.
+Bad input is one paragraph on stderr, exit status 2, and no run directory, wherever it is found:
+the command line, Hydra (`hydra_errors.py`), the checks (a :class:`~..errors.UserError`), or the
+build (`boundary.py`, which also tells the team's bug, keeping its traceback). SIGTERM and Ctrl-C
+stop a job cleanly (`reliability/signals.py`), before it starts too. Secrets are masked on stderr.
 """
 
 from __future__ import annotations
@@ -17,6 +13,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -29,32 +26,25 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..config import config_dir, shown_path
 from ..distributed import die_with_launcher, is_rank_zero
-from ..errors import UserError, report, user_error_in
+from ..errors import UserError, report, report_user_errors, user_error_in
 from ..reliability import run_dir
 from ..reliability.disk_full import disk_full_error
 from ..reliability.secrets import mask_stderr
 from .hydra_errors import hydra_errors_as_user_errors
-from .trainer_arguments import with_trainer_arguments
 
 _early_signals: list[int] = []  # received before a job took over the signals
 
 
 def register() -> None:
-    """Make the names the configs and the Trainer use resolvable (idempotent): ``unique_dir``
-    (the run directory), the ``dp`` and Hydra-aware ``ddp`` strategies; and quiet what
+    """Register the ``dp`` and Hydra-aware ``ddp`` strategies (idempotent), and quiet what
     Lightning prints that is not about the run."""
     # Lightning 2.6's `_pytree.py` builds torch's deprecated `LeafSpec` on every step: a
     # FutureWarning in every run that nobody can act on.
-    warnings.filterwarnings(
-        "ignore",
-        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-        category=FutureWarning,
-    )
+    warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)`", FutureWarning)
     # Every Trainer logs an advertisement ("💡 Tip: ... litlogger"), with no switch to turn it off.
     rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if _no_lightning_tips not in rank_zero_log.filters:
         rank_zero_log.addFilter(_no_lightning_tips)
-    run_dir.register_resolvers()
     from ..strategies.registry import register_strategies
 
     register_strategies()
@@ -62,6 +52,12 @@ def register() -> None:
 
 def _no_lightning_tips(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith("💡 Tip:")
+
+
+def with_trainer_arguments(overrides: Sequence[str]) -> list[str]:
+    """Each ``trainer.X=V`` as ``++trainer.X=V`` (set, or add): any Trainer argument without
+    Hydra's ``+``; the Trainer itself refuses one it does not take (`boundary.py`)."""
+    return ["++" + o if re.match(r"trainer\.\w+=", o) else o for o in overrides]
 
 
 def main(
@@ -75,22 +71,20 @@ def main(
 
     die_with_launcher()  # a DDP child: first thing, end with the process that started it
     mask_stderr()
-    run_dir.register_resolvers()  # before Hydra resolves the run directory
     _early_signals.clear()
     with _handled(lambda signum, _: _early_signals.append(signum)):
-        try:
-            args = list(sys.argv[1:]) if argv is None else argv(sys.argv[1:])
-            args = with_trainer_arguments(args)  # `trainer.<any Trainer argument>=...`, no `+`
-            run_dir.note_run_dirs_on_command_line(args)
-        except UserError as error:
-            report(error)
-            sys.exit(error.exit_code)
-        sys.argv[1:] = args
+        sys.argv[1:] = report_user_errors(_command_line)(argv)
         with hydra_errors_as_user_errors():
             config_path = str(config_dir())
             hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(
                 as_job(task)
             )()
+
+
+def _command_line(argv: Callable[[Sequence[str]], list[str]] | None) -> list[str]:
+    args = with_trainer_arguments(sys.argv[1:] if argv is None else argv(sys.argv[1:]))
+    run_dir.note_run_dirs_on_command_line(args)
+    return args
 
 
 @contextlib.contextmanager
@@ -110,9 +104,8 @@ def _handled(handler: Any = None) -> Iterator[None]:
 
 
 def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
-    """``task`` as a Hydra job: its run directory named at once (before torch is imported);
-    SIGTERM and Ctrl-C stop it cleanly; a UserError becomes one paragraph and its exit status,
-    and takes the run directory Hydra made with it."""
+    """``task`` as a Hydra job: its run directory named at once; a UserError as one paragraph and
+    its exit status, taking the run directory Hydra made with it."""
 
     @functools.wraps(task)
     def job(cfg: DictConfig) -> Any:
@@ -136,24 +129,20 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
 
 
 def _stop_if_signalled() -> None:
-    """A stop signal that came before the job took over the signals (while Hydra composed the
-    config, made the run directory): one line, and no run directory left."""
+    """A stop signal that came before the job took over the signals: one line, no run directory."""
     if _early_signals:
         remove_untouched_run_dir(nothing_ran=True)
         run_dir.remove_untouched_sweep_dirs()
         if is_rank_zero():
             name = signal.Signals(_early_signals[0]).name.replace("SIGINT", "Ctrl-C")
-            print(
-                f"\nStopped by {name} before the run began; nothing of it is kept.", file=sys.stderr
-            )
+            print(f"\nStopped by {name} before the run began; nothing is kept.", file=sys.stderr)
         sys.exit(128 + _early_signals[0])
 
 
 @contextlib.contextmanager
 def stop_signals() -> Iterator[None]:
-    """SIGTERM and Ctrl-C as stop requests for the job's duration; one that arrives outside
-    training (nothing to save), or arrived before they were taken over, ends the job at once
-    with 128 + the signal number."""
+    """SIGTERM and Ctrl-C as stop requests for the job's duration; one outside training (nothing
+    to save) ends the job at once, with 128 + the signal number."""
     from ..reliability import signals
 
     with _handled():
@@ -178,9 +167,8 @@ def job_output_dir() -> str | None:
 
 
 def remove_untouched_run_dir(nothing_ran: bool = False) -> None:
-    """The run directory, if this process made it and it holds only Hydra's own files; when
-    ``nothing_ran``, in a run directory that was there before (`resume=`), Hydra's record of
-    this command, if this process made it."""
+    """The run directory, if this process made it and it holds only Hydra's files; else, when
+    ``nothing_ran``, Hydra's record of this command (a `resume=`'s), if this process made it."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized() or not is_rank_zero():
@@ -194,7 +182,5 @@ def remove_untouched_run_dir(nothing_ran: bool = False) -> None:
         run_dir.remove_record_if_made_here(Path(output_dir) / record)
 
 
-# Hydra launchers that run jobs in other processes (submitit) unpickle the task function,
-# which imports this module there: the resolvers must exist before they resolve the job's
-# run directory.
+# Before Hydra resolves a run directory: here, or where a launcher (submitit) unpickles a task.
 run_dir.register_resolvers()

@@ -1,8 +1,5 @@
-"""Run: the Trainer does the work; a signal stops it cleanly, between two batches.
-
-Everything was checked and built before; what is returned is the Trainer's
-``callback_metrics`` (still tensors: `record.finish` turns them into floats once).
-"""
+"""Run: the Trainer does the work (all was checked and built before); a signal stops it cleanly,
+between two batches. What is returned is the Trainer's ``callback_metrics``, still tensors."""
 
 from __future__ import annotations
 
@@ -22,9 +19,8 @@ if TYPE_CHECKING:
 
 
 def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any]:
-    """Fit (resuming from ``job.ckpt_path``), then test the best checkpoint. A stop by SIGTERM
-    or Ctrl-C: see `stops_cleanly`. Resuming a run whose training had finished only tests; its
-    train and val metrics are those its `metrics.json` holds."""
+    """Fit (resuming from ``job.ckpt_path``), then test the best checkpoint. Resuming a run
+    whose training had finished only tests; its train and val metrics stay those it recorded."""
     metrics: dict[str, Any] = {}
     with stops_cleanly(job, metrics):
         if fit:
@@ -33,14 +29,10 @@ def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any
             metrics.update(job.trainer.callback_metrics)
         if test:
             # the monitored checkpoint callback's best file (`last_checkpoint` has no monitor)
-            monitored = (
-                cb for cb in job.trainer.checkpoint_callbacks if getattr(cb, "monitor", None)
-            )
-            best = next((cb.best_model_path for cb in monitored), "")
+            callbacks = job.trainer.checkpoint_callbacks
+            best = next((c.best_model_path for c in callbacks if getattr(c, "monitor", None)), "")
             if fit and not best and is_rank_zero():
-                print(
-                    "No best checkpoint was saved; testing the weights as they are at the end of training."
-                )
+                print("No best checkpoint was saved; testing the weights as training left them.")
             job.trainer.test(job.model, datamodule=job.datamodule, ckpt_path=best or None)
             metrics.update(job.trainer.callback_metrics)
     return metrics
@@ -60,10 +52,9 @@ def earlier_metrics(job: Job) -> dict[str, Any]:
 
 @contextmanager
 def stops_cleanly(job: Job, fit_metrics: dict[str, Any]) -> Iterator[None]:
-    """A stop by a signal (Lightning's between batches, or ours) as one message and exit status
-    128 + the signal number; the processes this one launched end with it. Stopped during the
-    test, the training's metrics (``fit_metrics``) go to `metrics.json`, where a resume that
-    only tests finds them."""
+    """A stop by a signal as one message and exit status 128 + the signal number; the processes
+    this one launched end with it. Stopped during the test, the training's metrics
+    (``fit_metrics``) go to `metrics.json`, where a resume that only tests finds them."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     from ..strategies.ddp import end_launched_job

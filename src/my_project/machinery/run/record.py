@@ -1,10 +1,8 @@
 """Record: what a run leaves in its run directory besides checkpoints and logger files.
 
-:func:`start` when the run starts (what is about to run: the masked config, as YAML and as the
-printed tree, also sent to the loggers); :func:`finish` when it ends (what came out:
-``metrics.json`` and, for training, ``run_info.json``); :func:`next_steps`, a training run's last
-lines: its best checkpoint, its metrics and the commands that use them, ready to paste. Only the
-process of global rank 0 writes.
+:func:`start`: the masked config (YAML, the printed tree, the loggers' hyperparameters);
+:func:`finish`: ``metrics.json`` and ``run_info.json``; :func:`next_steps`: a training run's best
+checkpoint and the commands that use it, ready to paste. Only global rank 0 writes.
 """
 
 from __future__ import annotations
@@ -28,14 +26,13 @@ if TYPE_CHECKING:
 
 
 def to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """Tensors and numbers to plain floats, keys sorted (one host sync, at the end of a run);
-    a null (a non-finite value `write_json` wrote) as NaN."""
+    """Tensors and numbers to plain floats, keys sorted; a null (`write_json`'s) as NaN."""
     return {key: float("nan" if v is None else v) for key, v in sorted(metrics.items())}
 
 
 def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
     """``data`` as JSON, which has no NaN nor infinity: a non-finite number is written as null,
-    and a line on stderr names it."""
+    said on stderr."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     bad = [key for key, value in data.items() if isinstance(value, float) and not isfinite(value)]
@@ -48,8 +45,7 @@ def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
 
 
 def run_config(ckpt_path: str | Path) -> DictConfig | None:
-    """The config of the run that wrote ``ckpt_path`` (:func:`start` saved it beside the run's
-    checkpoints/), if it is there and reads as one."""
+    """The config of the run that wrote ``ckpt_path`` (beside its checkpoints/), if it reads."""
     path = Path(ckpt_path).resolve().parent.parent / "config.yaml"
     try:
         config = OmegaConf.load(path) if path.is_file() else None
@@ -59,9 +55,8 @@ def run_config(ckpt_path: str | Path) -> DictConfig | None:
 
 
 def start(job: Job, save_config: bool = True) -> None:
-    """``config_tree.log`` (and ``config.yaml``), and the config as the loggers' hyperparameters
-    (secrets already masked). A resumed run first keeps the rows its CSV log has up to the
-    checkpoint (the CSV logger would start the file afresh): the first write of the run."""
+    """``config_tree.log``, ``config.yaml`` and the loggers' hyperparameters; a resumed run first
+    keeps its CSV log's rows up to the checkpoint (`resume.keep_csv_history`)."""
     if job.resumed.get("global_step"):
         from ..reliability.resume import keep_csv_history
 
@@ -77,9 +72,8 @@ def start(job: Job, save_config: bool = True) -> None:
 
 
 def finish(job: Job, metrics: Mapping[str, Any], run_info: bool = True) -> dict[str, float]:
-    """``metrics.json`` (and ``run_info.json``: what the Trainer really ran on); the rates the
-    throughput callback measured, and the run directory (among Lightning's output, the run is
-    easy to lose)."""
+    """``metrics.json`` and ``run_info.json`` (what the Trainer really ran on); print where the
+    run is (easy to lose among Lightning's output)."""
     values = to_floats(metrics)
     if job.trainer.is_global_zero:
         write_json(values, job.output_dir / "metrics.json")
@@ -92,10 +86,8 @@ def finish(job: Job, metrics: Mapping[str, Any], run_info: bool = True) -> dict[
 
 
 def next_steps(job: Job) -> None:
-    """A training run's last lines, after :func:`finish`'s: its best checkpoint (else its
-    newest), its metrics, and the commands that evaluate, predict with, serve and export that
-    checkpoint, as they run from here. Not for a job of a multirun (the sweep ends with a table
-    of its runs)."""
+    """A training run's best checkpoint (else its newest), its metrics, and the commands that
+    use that checkpoint; not in a multirun (the sweep ends with a table of its runs)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     from lightning.pytorch.callbacks import ModelCheckpoint
@@ -108,22 +100,21 @@ def next_steps(job: Job) -> None:
     monitored = [cb for cb in job.callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor]
     best = next((cb for cb in monitored if cb.best_model_path), None)
     checkpoint = best.best_model_path if best else newest_checkpoint(job.output_dir)
-    if checkpoint:
-        score = best.best_model_score if best else None
-        scored = f" ({best.monitor}={float(score):.4g})" if best and score is not None else ""
-        print(f"  {'best' if best else 'last'} checkpoint: {shown_path(checkpoint)}{scored}")
-    if (job.output_dir / "metrics.json").is_file():
-        print(f"  metrics:         {shown_path(job.output_dir / 'metrics.json')}")
-    if checkpoint:
-        print("Next steps, with that checkpoint:")
-        for script in ("eval", "predict", "serve", "export"):
-            print(f"  {command(script)} {shlex.quote(f'ckpt_path={shown_path(checkpoint)}')}")
+    if not checkpoint:
+        return
+    score = best.best_model_score if best else None
+    scored = f" ({best.monitor}={float(score):.4g})" if best and score is not None else ""
+    print(f"  {'best' if best else 'last'} checkpoint: {shown_path(checkpoint)}{scored}")
+    print(f"  metrics:         {shown_path(job.output_dir / 'metrics.json')}")
+    print("Next steps, with that checkpoint:")
+    for script in ("eval", "predict", "serve", "export"):
+        print(f"  {command(script)} {shlex.quote(f'ckpt_path={shown_path(checkpoint)}')}")
     sys.stdout.flush()
 
 
 def command(script: str) -> str:
-    """How to run the entry point ``script`` from here, as this one was run: `python eval.py`
-    beside a `train.py`, else the console script (`my-project-eval`)."""
+    """How to run the entry point ``script`` as this one was run: `python eval.py` or the
+    console script (`my-project-eval`)."""
     launched = Path(sys.argv[0])
     if launched.suffix == ".py" or "-" not in launched.name:
         return f"python {shlex.quote(shown_path(launched.with_name(f'{script}.py')))}"

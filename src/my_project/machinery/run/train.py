@@ -1,7 +1,4 @@
-"""Training: `python train.py [overrides]` or the `my-project-train` script.
-
-Heavy imports (torch, Lightning) happen inside :func:`train`, so `--help` stays instant.
-"""
+"""Training: `python train.py [overrides]` (torch is imported inside :func:`train`)."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ from . import entry
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit, then test the best checkpoint; return (and write) the final metrics. Callable on a
-    config composed by code (a notebook, another template's tests): run as Hydra would run it."""
+    config composed by code (a notebook, a test)."""
     from .. import preflight
     from . import build, execute, record
     from .direct_call import job_config

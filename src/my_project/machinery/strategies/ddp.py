@@ -1,12 +1,10 @@
 """Lightning's DDP, its processes started correctly under Hydra (multirun included), with
 evaluation that counts each sample once.
 
-Lightning's launcher re-runs the script for each extra device with the parent's command line:
-under ``-m`` each child starts a sweep of its own, and the launcher leaves its environment and
-process group behind, so the next job of a multirun starts no processes and waits forever.
-Here each child is the *current job* as a single run in the same directory, and when the job
-ends its children are awaited and the process is left as it was (`end_launched_job`, called by
-the Hydra callback of `machinery/distributed.py`). Outside Hydra it is Lightning's launcher.
+Lightning's launcher re-runs the script with the parent's command line (under ``-m`` each child
+would start a sweep of its own) and leaves its environment and process group behind (the next
+job of a multirun would wait forever). Here each child re-runs the *current job* in the same
+directory, and when it ends the children are awaited and the process is left as it was.
 """
 
 from __future__ import annotations
@@ -16,16 +14,18 @@ import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Sized
 from typing import Any
 
 import torch
+from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
+from torch.utils.data import DataLoader, DistributedSampler
 
 from .. import lightning_compat as compat
 from ..distributed import LAUNCHER_PID, at_job_end
-from .samplers import unpadded
 
 _LAUNCH_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 # Hydra overrides of the parent's sweep, not of the job a child re-runs.
@@ -62,9 +62,8 @@ def hydra_job_command() -> tuple[list[str], str]:
 
 def end_launched_job(succeeded: bool = True, timeout: float | None = None) -> None:
     """Wait for the processes this one launched (``timeout`` seconds; by default 300 after a
-    job that succeeded, none after one that did not: they may wait for this one in a
-    collective), kill those still running, close the process group and restore the
-    environment, so that the next job of a multirun starts its own processes on a fresh port."""
+    job that succeeded, none after one that did not), kill those still running, close the
+    process group and restore the environment: the next job of a multirun starts afresh."""
     global _launched
     job, _launched = _launched, None
     if job is None:
@@ -104,13 +103,8 @@ class _HydraJobLauncher(compat.SubprocessScriptLauncher):
         _launched |= {"watched": [], "threads": torch.get_num_threads()}
         at_job_end(end_launched_job)
         env = self.cluster_environment  # the variables Lightning's launcher sets
-        values: tuple[Any, ...] = (
-            env.main_address,
-            env.main_port,
-            env.node_rank(),
-            env.local_rank(),
-        )
-        values += (self.num_processes * self.num_nodes,)
+        world_size = self.num_processes * self.num_nodes
+        values = (env.main_address, env.main_port, env.node_rank(), env.local_rank(), world_size)
         os.environ.update({key: str(value) for key, value in zip(_LAUNCH_ENV, values, strict=True)})
         command, cwd = hydra_job_command()
         for local_rank in range(1, self.num_processes):
@@ -132,9 +126,8 @@ class HydraDDPStrategy(DDPStrategy):
         super().setup(trainer)
 
     def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
-        """A mean of integers as floats: `self.log(..., sync_dist=True)` averages each process's
-        sample count, and Lightning's integer mean truncates 44.5 to 44, so a logged mean over
-        processes of unequal sizes (unpadded evaluation) would be off by up to 1/n
+        """A mean of integers as floats: Lightning's truncates 44.5 to 44, so `self.log(...,
+        sync_dist=True)` of unequal processes' sample counts would be off by up to 1/n
         (Lightning-AI/pytorch-lightning#21859)."""
         integer = isinstance(tensor, torch.Tensor) and not tensor.is_floating_point()
         if integer and reduce_op in ("mean", "avg"):
@@ -155,3 +148,22 @@ class HydraDDPStrategy(DDPStrategy):
         launcher = _HydraJobLauncher(self.cluster_environment, self.num_processes, self.num_nodes)
         compat.set_launcher(self, launcher)
         return None
+
+
+def unpadded(dataloader: object) -> object:
+    """``dataloader`` with Lightning's evaluation ``DistributedSampler``, which repeats samples
+    until the set divides by the world size (89 test samples on 2 processes scored as 90),
+    replaced by one without repeats (torchmetrics sums every process's states). Anything else (a
+    sampler of the user's own, an iterable set, fewer samples than processes) as it is."""
+    sampler = getattr(dataloader, "sampler", None)
+    if not isinstance(dataloader, DataLoader) or type(sampler) is not DistributedSampler:
+        return dataloader
+    dataset = dataloader.dataset
+    if not isinstance(dataset, Sized) or len(dataset) < sampler.num_replicas:
+        return dataloader
+    if sampler.shuffle or sampler.drop_last:
+        return dataloader
+    exact = UnrepeatedDistributedSampler(
+        dataset, num_replicas=sampler.num_replicas, rank=sampler.rank, shuffle=False
+    )
+    return compat.update_dataloader(dataloader, exact)

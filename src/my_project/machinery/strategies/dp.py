@@ -1,13 +1,10 @@
 """`strategy="dp"` for Lightning 2: one process, the module's forward split across devices.
 
-Lightning 2 removed its DataParallel strategy (PR 16748), which replicated the whole
-LightningModule every step and so lost torchmetrics state and `self.log` calls made in the
-replicas. Here batches, every `*_step`, metric update and `self.log` run once on the root device,
-and only what the module's ``forward`` computes goes through `torch.nn.parallel.data_parallel`,
-for any LightningModule: while it runs, the strategy puts a splitting ``forward`` on the module
-instance (no wrapper: checkpoint keys stay, checkpoints move freely between dp and other runs).
-A training step that never calls ``forward`` (``self(x)``) would run on one device: the first
-one stops the run, saying why.
+Lightning 2 removed its DataParallel strategy (PR 16748), which replicated the whole module every
+step and lost torchmetrics state and `self.log` calls made in the replicas. Here everything runs
+once on the root device, and only ``forward`` goes through `torch.nn.parallel.data_parallel`: a
+splitting ``forward`` on the module instance (no wrapper: checkpoint keys stay the same). A
+training step that never calls ``forward`` would run on one device: the first one says so.
 """
 
 from __future__ import annotations
@@ -18,22 +15,17 @@ import torch
 from lightning.pytorch.strategies import ParallelStrategy, Strategy
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
-from torch import Tensor, nn
+from torch import nn
 
 from ..errors import UserError
 
 DP_NAME = "dp"
-DP_NODES_MESSAGE = (
-    "trainer.strategy=dp runs one process on one machine: it splits each batch across that "
-    "machine's GPUs by threads, so it cannot span {num_nodes} nodes. Use `trainer.strategy=ddp "
-    "trainer.num_nodes={num_nodes}` (one process per GPU on every node) instead."
-)
 
 
 class ClassForward(nn.Module):
-    """What ``data_parallel`` replicates: ``module``'s *class* forward (the instance's is the
-    splitting one, which would split again), in the caller's autocast dtype (``parallel_apply``'s
-    threads re-enter autocast with its *enabled* flag only: `bf16-mixed` would run float16)."""
+    """What ``data_parallel`` replicates: ``module``'s *class* forward (the instance's splits),
+    in the caller's autocast dtype (``parallel_apply``'s threads re-enter autocast with its
+    *enabled* flag only: `bf16-mixed` would run float16)."""
 
     def __init__(self, module: nn.Module) -> None:
         super().__init__()
@@ -41,11 +33,9 @@ class ClassForward(nn.Module):
         self.autocast: tuple[str, torch.dtype] | None = None
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
-        forward = type(self.module).forward
-        if self.autocast is None:
-            return forward(self.module, *inputs, **kwargs)
-        with torch.autocast(self.autocast[0], dtype=self.autocast[1]):
-            return forward(self.module, *inputs, **kwargs)
+        kind, dtype = self.autocast or ("cpu", None)
+        with torch.autocast(kind, dtype=dtype, enabled=self.autocast is not None):
+            return type(self.module).forward(self.module, *inputs, **kwargs)
 
 
 class DataParallelStrategy(ParallelStrategy):
@@ -67,7 +57,10 @@ class DataParallelStrategy(ParallelStrategy):
 
     def _set_num_nodes(self, num_nodes: int) -> None:  # Lightning sets Trainer(num_nodes=...)
         if num_nodes != 1:
-            raise MisconfigurationException(DP_NODES_MESSAGE.format(num_nodes=num_nodes))
+            raise MisconfigurationException(
+                f"trainer.strategy=dp runs one process on one machine, so it cannot span "
+                f"{num_nodes} nodes. Use `trainer.strategy=ddp trainer.num_nodes={num_nodes}`."
+            )
 
     num_nodes = property(lambda self: 1, _set_num_nodes)
 
@@ -84,10 +77,7 @@ class DataParallelStrategy(ParallelStrategy):
     def setup_environment(self) -> None:
         super().setup_environment()
         if not self.splits_batches:
-            rank_zero_warn(
-                f"strategy='dp' on {len(self.parallel_devices or ())} {self.root_device.type} "
-                "device(s): nothing is split, the module runs as on one device."
-            )
+            rank_zero_warn(f"strategy='dp' on {self.root_device.type}: nothing is split.")
 
     def setup(self, trainer: Any) -> None:
         super().setup(trainer)
@@ -126,13 +116,9 @@ class DataParallelStrategy(ParallelStrategy):
         return output
 
     def model_to_device(self) -> None:
-        assert self.model is not None, "the model must be set before it is moved"
-        self.model.to(self.root_device)
+        self.model.to(self.root_device)  # type: ignore[union-attr]
 
     def reduce(self, tensor: Any, *args: Any, **kwargs: Any) -> Any:
-        return tensor
-
-    def all_gather(self, tensor: Tensor, group: Any = None, sync_grads: bool = False) -> Tensor:
         return tensor
 
     def barrier(self, *args: Any, **kwargs: Any) -> None:

@@ -1,9 +1,7 @@
-"""Put this project's strategies into Lightning's StrategyRegistry, on request (every entry
-point calls it; importing changes nothing global):
-
-- ``dp``: `dp.DataParallelStrategy` (Lightning 2 removed its own);
-- every name of Lightning's ``DDPStrategy`` (``ddp``, ``ddp_find_unused_parameters_*``, so
-  ``auto`` with several devices, ``ddp_spawn``, ``ddp_fork``...): `ddp.HydraDDPStrategy`.
+"""Put this project's strategies into Lightning's StrategyRegistry when every entry point asks
+(importing changes nothing): ``dp`` (Lightning 2 removed its own), and `ddp.HydraDDPStrategy`
+under every name of Lightning's ``DDPStrategy`` (``ddp``, so ``auto`` with several devices,
+``ddp_spawn``, ``ddp_find_unused_parameters_true``...).
 """
 
 from __future__ import annotations
@@ -17,11 +15,7 @@ from .dp import DP_NAME, DataParallelStrategy
 def register_strategies() -> None:
     """Idempotent: a second call finds everything in place."""
     if DP_NAME not in StrategyRegistry:
-        StrategyRegistry.register(
-            DP_NAME,
-            DataParallelStrategy,
-            "DataParallel: one process, the forward split across devices",
-        )
+        StrategyRegistry.register(DP_NAME, DataParallelStrategy, "one process, forward split")
     for name in list(StrategyRegistry.available_strategies()):
         entry = StrategyRegistry[name]
         if entry["strategy"] is DDPStrategy:
