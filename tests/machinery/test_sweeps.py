@@ -101,7 +101,7 @@ def test_search_keeps_its_study_in_sqlite_prunes_a_hopeless_trial_and_leaves_res
     assert results["best_params"] == pytest.approx(best.params)
     assert results["run_dir"] == str(tmp_path / str(best.number))
     assert "Trial 2 pruned: " in result.stdout
-    summary = result.stdout[result.stdout.index("The best trial:") :]
+    summary = result.stdout[result.stdout.index("The best trial (") :]
     assert f"run_dir: {tmp_path / str(best.number)}" in summary
 
 

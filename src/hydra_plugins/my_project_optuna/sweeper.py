@@ -65,9 +65,8 @@ def search_space(
     arguments: Iterable[str],
     config_loader: ConfigLoader | None = None,
 ) -> SearchSpace:
-    """The space of ``hydra.sweeper.params`` and the command line's overrides: one of the
-    command line replaces a parameter of the same key (``model.lr=0.01`` fixes the learning
-    rate a search config samples; ``model.lr=interval(0.001,0.1)`` changes its range)."""
+    """The space of ``hydra.sweeper.params`` and the command line's overrides, which replace a
+    parameter of the same key (``model.lr=0.01`` fixes it; ``model.lr=interval(...)`` changes it)."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     parser = OverridesParser.create(config_loader=config_loader)

@@ -25,10 +25,9 @@ def shown_uri(uri: str) -> str:
 def mlflow_logger(
     save_dir: str, tracking_uri: str | None = None, tags: Any = None, **kwargs: Any
 ) -> Any:
-    """An ``MLFlowLogger`` for ``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else a local
-    store in ``save_dir`` (``mlflow.db``, artifacts in ``mlartifacts/``). A tracking server
-    that does not answer is a :class:`UserError` at once (MLflow itself retries for minutes,
-    then fails the run). ``tags``, a list (the config's): each an MLflow tag of value true."""
+    """An ``MLFlowLogger`` for ``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else a store in
+    ``save_dir``; a server that does not answer is a :class:`UserError` at once (MLflow retries
+    for minutes, then fails the run). Each of the config's ``tags``, a tag of value true."""
     from lightning.pytorch.loggers import MLFlowLogger
 
     require_extra(("mlflow",), "mlflow", "logger=mlflow")

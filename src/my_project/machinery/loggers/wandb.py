@@ -35,10 +35,9 @@ def reachable(url: str, timeout: float = 5.0) -> str | None:
 def wandb_logger(
     save_dir: str, offline: bool | None = None, group: str | None = None, **kwargs: Any
 ) -> Any:
-    """Lightning's ``WandbLogger``, its mode decided here rather than by wandb's interactive
-    login: ``offline=None`` is online with credentials (an API key in the environment or in
-    ~/.netrc; or ``WANDB_MODE=online``) and a server that answers, offline otherwise, with one
-    line saying how to upload the run later. ``group=None`` groups a multirun's jobs."""
+    """Lightning's ``WandbLogger``, its mode decided here, not by wandb's interactive login:
+    ``offline=None`` is online with credentials (``WANDB_API_KEY``, ~/.netrc) and a server that
+    answers, offline otherwise (one line says how to upload later). ``group=None``: a multirun's."""
     import wandb
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
@@ -83,9 +82,8 @@ def wandb_logger(
 
 
 def finish_wandb_run(failed: bool = False) -> None:
-    """End the active wandb run, if any, so the next training in this process (the next job
-    of a multirun) starts its own run. Lightning never calls ``wandb.finish()`` itself, and a
-    new ``WandbLogger`` silently reuses a run left open. Imports nothing wandb did not."""
+    """End the active wandb run, so the next job of a multirun starts its own: Lightning never
+    calls ``wandb.finish()``, and a new ``WandbLogger`` silently reuses a run left open."""
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
         wandb.finish(exit_code=1 if failed else 0)

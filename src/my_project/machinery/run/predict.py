@@ -71,8 +71,7 @@ def predict(cfg: DictConfig) -> Path:
         table["target"] = target.long() if task is not None else target
     table = {k: v for k, v in columns(table).items() if len(v) == count}
     write_predictions({**table, **predicted}, path)
-    source = f"the {cfg.split} split"
-    print(f"Wrote {count} predictions for {source} to {path}{score(predicted, table)}")
+    print(f"Wrote {count} predictions for the {cfg.split} split to {path}{score(predicted, table)}")
     return path
 
 
@@ -151,6 +150,9 @@ class Batches:
             if isinstance(batch, (list, tuple)) and len(batch) > 1:
                 self.targets.append(batch[1])
             yield batch if self.whole else inputs_of(batch)
+
+    def __len__(self) -> int:  # for the progress bar
+        return sum(len(loader) for loader in self.loaders)
 
 
 def classifier_of(model: Any, batch: Any) -> str | None:
