@@ -161,3 +161,23 @@ def test_a_monitor_the_validation_does_not_log_stops_before_training(
     assert "`monitor=val_acc` on the command line" in message
     assert not list((run_dir / "checkpoints").glob("*.ckpt"))  # not one training step
     assert "train_loss" not in (run_dir / "train.log").read_text()
+
+
+def _teams_hydra_callback_with_a_bug() -> None:
+    raise RuntimeError("a bug in the team's own Hydra callback")
+
+
+def test_a_bug_in_the_teams_code_before_the_job_keeps_its_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before the job (a Hydra callback, a resolver of the team's) a bad value is one paragraph,
+    exit 2, but the team's own bug is Hydra's report with its file and line, exit 1."""
+    import hydra._internal.utils as hydra_utils
+
+    from my_project.machinery.run.hydra_errors import hydra_errors_as_user_errors
+
+    with hydra_errors_as_user_errors(), pytest.raises(SystemExit) as exited:
+        hydra_utils.run_and_report(_teams_hydra_callback_with_a_bug)
+    assert exited.value.code == 1
+    stderr = capsys.readouterr().err
+    assert "test_bad_input.py" in stderr and "RuntimeError: a bug in the team's" in stderr

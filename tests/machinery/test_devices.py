@@ -45,6 +45,14 @@ def test_ddp_cpu_preset_and_two_devices_pass_the_checks_on_any_machine(tmp_path:
     check(accelerator="cpu", devices=-1)  # Lightning refuses it itself, in its own words
 
 
+def test_dp_started_as_several_processes_says_to_start_it_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(UserError, match=r"started as 2 processes.*`trainer.strategy=ddp`"):
+        check(accelerator="cpu", devices=2, strategy="dp")
+
+
 def test_dp_on_several_nodes_explains_why_not() -> None:
     """Refused by the strategy itself while the Trainer is built (the boundary names the key)."""
     from lightning.pytorch import Trainer

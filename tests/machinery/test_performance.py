@@ -183,3 +183,13 @@ def test_bench_times_a_module_that_reads_its_trainer_on_streamed_data(
     )  # fmt: skip
     assert capsys.readouterr().out.strip().splitlines()[-1] == f"ratio {result['ratio']:.3f}"
     assert all(rate > 0 for rate in result["samples_per_s"].values())
+
+
+@pytest.mark.parametrize("argument", ["--steps=0", "--steps=-5", "--repeats=0"])
+def test_bench_refuses_a_count_below_one(argument: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Never a silent default or a clamp in place of what was typed."""
+    from my_project.machinery.bench import parse_args
+
+    with pytest.raises(SystemExit) as exited:
+        parse_args([argument])
+    assert exited.value.code == 2 and "is not a whole number >= 1" in capsys.readouterr().err

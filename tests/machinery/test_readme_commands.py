@@ -3,7 +3,7 @@
 project (a generated project runs these tests on its own README and docs, for its own answers).
 
 Each command runs as a process of its own (`readme_check.py`: the entry point up to its checks),
-with the placeholders (`<run>`, `epoch_<NNN>`, `...`, `inputs.npy`) filled in from a real run. A
+with the placeholders (`<run>`, `epoch_<NNN>`, `...`) filled in from a real run. A
 command that needs what this machine lacks (a GPU, SLURM) must stop with its one-paragraph
 message, exit status 2.
 """
@@ -15,7 +15,6 @@ import shlex
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from .helpers import DATA_DIR_VAR, LOG_DIR_VAR, PACKAGE, ROOT, clean_env, run_entry
@@ -79,8 +78,7 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     assert trained.returncode == 0, trained.stderr[-3000:]
     (run_dir,) = (base / "logs" / "train" / "runs").iterdir()
     (checkpoint,) = (run_dir / "checkpoints").glob("epoch_*.ckpt")
-    np.save(base / "inputs.npy", np.zeros((2, 64), dtype=np.float32))
-    return {"run": str(run_dir), "ckpt": str(checkpoint), "inputs": str(base / "inputs.npy"), **env}
+    return {"run": str(run_dir), "ckpt": str(checkpoint), **env}
 
 
 def filled(command: str, places: dict[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -89,7 +87,6 @@ def filled(command: str, places: dict[str, str]) -> tuple[dict[str, str], list[s
     command = re.sub(best, places["ckpt"], command)
     command = command.replace("logs/train/runs/<run>", places["run"])
     command = command.replace("ckpt_path=...", f"ckpt_path={places['ckpt']}")
-    command = command.replace("input_path=inputs.npy", f"input_path={places['inputs']}")
     words = shlex.split(command)
     env = {k: v for k, v in places.items() if k.isupper()}
     while re.match(r"^[A-Z_]+=", words[0]):

@@ -111,12 +111,13 @@ def test_a_second_resume_continues_the_command_of_the_latest_one(tmp_path: Path)
         ("missing", "no such run directory"),
         ("no_overrides", "overrides.yaml is missing"),
         ("no_checkpoint", "has no checkpoint to continue from"),
+        ("masked_secret", "set +extra.api_token to a secret"),
     ],
 )
 def test_resume_of_an_unusable_directory_says_why(tmp_path: Path, setup: str, message: str) -> None:
     run = tmp_path / "run"
     if setup != "missing":
-        make_run(run, [])
+        make_run(run, ["+extra.api_token=***"] if setup == "masked_secret" else [])
     if setup == "no_overrides":
         (run / ".hydra" / "overrides.yaml").unlink()
     if setup == "no_checkpoint":

@@ -30,6 +30,8 @@ from .docs_style import LitClassifier, LitDataModule
 from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, FAST, run_entry
 from .serving import HOST, Server, group_alive, load, serving
 
+MAX_REQUEST_BYTES = 40_000
+
 
 class WithItsOwnPredictStep(LitClassifier):
     def predict_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
@@ -78,11 +80,12 @@ def server(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     with serving(
         *DOCS_STYLE_EVAL,
         f"ckpt_path={checkpoint}",
+        f"max_request_bytes={MAX_REQUEST_BYTES}",
         f"hydra.run.dir={run_dir}",
     ) as running:
         yield running
         code, output = running.stop(signal.SIGTERM)
-        assert code == 143 and "Stopped by SIGTERM" in output, output[-3000:]
+        assert code == 143 and "Stopped by SIGTERM." in output, output[-3000:]
         assert "Traceback" not in output, output[-3000:]
         deadline = time.monotonic() + 30
         while group_alive(running.process.pid) and time.monotonic() < deadline:
@@ -139,6 +142,7 @@ def test_bad_requests_get_a_4xx_saying_what_was_wrong_and_the_server_goes_on(
         (json.dumps({"inputs": []}).encode(), json_type, 422, "shape (0,)"),
         (json.dumps({"input": row}).encode(), json_type, 422, "keys ['input']"),
         (json.dumps([row]).encode(), json_type, 422, 'Send {"inputs": [...]}'),
+        (json.dumps({"inputs": [row] * 2000}).encode(), json_type, 413, "max_request_bytes"),
     ]
     for body, headers, expected, fragment in cases:
         status, answer = server.request("POST", "/predict", body, headers)
@@ -202,7 +206,7 @@ def test_ctrl_c_in_a_terminal_stops_the_server_and_every_process(
         running.process.wait(timeout=60)
         running._reader.join(timeout=10)
         output = "".join(running.output)
-        assert running.process.returncode == 130 and "Stopped by Ctrl-C" in output, output[-3000:]
+        assert running.process.returncode == 130 and "Stopped by Ctrl-C." in output, output[-3000:]
         assert "Traceback" not in output, output[-3000:]
         deadline = time.monotonic() + 30
         while group_alive(running.process.pid) and time.monotonic() < deadline:

@@ -21,6 +21,12 @@ from typing import Any
 from lightning.pytorch import Callback
 
 
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number >= 1")
+    return int(text)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     import yaml
 
@@ -31,10 +37,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*", help="train.py's overrides (model=mine ...)")
     parser.add_argument("--workload", choices=[*named, "none"], default="mlp")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--steps", type=int, help="timed batches per run (default: per workload)")
-    parser.add_argument("--warmup", type=int, help="untimed batches first (default: per workload)")
-    parser.add_argument("--repeats", type=int, default=5, help="runs of each way, alternating")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (1: steadier when busy)")
+    parser.add_argument(
+        "--steps", type=positive, help="timed batches per run (default: per workload)"
+    )
+    parser.add_argument(
+        "--warmup", type=positive, help="untimed batches first (default: per workload)"
+    )
+    parser.add_argument("--repeats", type=positive, default=5, help="runs of each way, alternating")
+    parser.add_argument(
+        "--threads", type=positive, help="torch CPU threads (1: steadier when busy)"
+    )
     args = parser.parse_args(argv)
     workload = named.get(args.workload, {})
     args.overrides = [*workload.get("overrides", []), *args.overrides]

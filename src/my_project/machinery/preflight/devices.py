@@ -17,9 +17,17 @@ from ..errors import UserError
 
 def check_devices(trainer: Mapping[str, Any]) -> None:
     """A GPU asked for (``accelerator=gpu``, ``cuda``, ``mps``, or every GPU: ``devices=-1``)
-    where there is none: named with the preset that runs here."""
+    where there is none: named with the preset that runs here. And `dp`, one process, started
+    as several (by torchrun): each would run the whole job on its own."""
     import torch
 
+    launched = os.environ.get("WORLD_SIZE", "1")
+    if str(trainer.get("strategy")).lower() == "dp" and launched.isdigit() and int(launched) > 1:
+        raise UserError(
+            f"strategy 'dp' runs as one process, but this run was started as {launched} "
+            "processes (WORLD_SIZE, e.g. by torchrun). Start it once (`python train.py "
+            "trainer.strategy=dp`), or keep the launcher and use `trainer.strategy=ddp`."
+        )
     asked = str(trainer.get("accelerator", "auto")).lower()
     cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
     if asked == "auto" and trainer.get("devices") == -1 and not (cuda or mps):

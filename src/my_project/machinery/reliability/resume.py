@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from ..distributed import is_rank_zero
 from ..errors import UserError
 from .run_dir import note_new_folder
+from .secrets import MASK
 
 RESUME_KEY = "resume"
 LAST = "last"
@@ -57,6 +58,12 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     typed = {override_key(o) for o in new}  # a typed `ckpt_path=` continues from that file
     dropped = typed | {"ckpt_path", "hydra.run.dir", RESUME_KEY}
     kept = [o for o in saved if override_key(o) not in dropped and o != "~" + RESUME_KEY]
+    if masked := [override_key(o) for o in kept if MASK in o]:  # it would pass the mask on
+        raise UserError(
+            f"resume={run_dir}: the original command set {', '.join(masked)} to a secret, which "
+            f"was masked before saving. Pass it again, e.g. `{masked[0]}=...`, or better, read it "
+            "from an environment variable in the config (`${oc.env:NAME}`)."
+        )
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     note_new_folder(run_dir / ".hydra" / f"resume_{stamp}")
     return [

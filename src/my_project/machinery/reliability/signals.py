@@ -170,7 +170,9 @@ def stopped_message(signum: int, run_dir: str | Path | None, training_done: bool
     from .resume import newest_checkpoint
 
     name = signal_name(signum)
-    if run_dir is None or (checkpoint := newest_checkpoint(Path(run_dir))) is None:
+    if run_dir is None:  # not a training run (serve, predict): nothing to resume
+        return f"Stopped by {name}."
+    if (checkpoint := newest_checkpoint(Path(run_dir))) is None:
         return f"Stopped by {name} before the first checkpoint: nothing to resume."
     done = "Training had finished; the test did not. " if training_done else ""
     return (

@@ -3,7 +3,8 @@
 What fails while Hydra reads the command line, composes the config, makes the run directory or
 starts a launcher (a key that does not exist, broken YAML, a place it cannot write) is bad input:
 the error's own message on one line, a misspelt key with the closest keys. A job's own errors
-pass through (`entry.as_job` has said its bad input already).
+pass through (`entry.as_job` has said its bad input already), and so does a bug raised in the
+team's own code (a Hydra callback of theirs), with its traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from ..config import config_dir
 from ..errors import UserError, causes, report, user_error_in
 from ..reliability import run_dir
+from .boundary import raised_in_teams_code
 
 _JOB_FRAME = (f"{__package__}.entry", "job")  # `entry.as_job`'s wrapper: the job's own errors
 
@@ -38,6 +40,8 @@ def hydra_errors_as_user_errors() -> Iterator[None]:
                 return func()
             except Exception as error:
                 if raised_in_job(error) or os.environ.get("HYDRA_FULL_ERROR") == "1":
+                    raise
+                if raised_in_teams_code(error):  # a bug of the team's Hydra callback or plugin
                     raise
                 user_error = explain(error)
                 report(user_error)

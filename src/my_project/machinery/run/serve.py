@@ -56,7 +56,9 @@ def serve(cfg: DictConfig) -> None:
             devices="auto" if devices in (-1, "-1", "auto") else devices,
             workers_per_device=cfg.workers_per_device,
             timeout=cfg.timeout,
-            middlewares=[(RequestCheck, {"shape": shape, "dtype": dtype})],
+            middlewares=[
+                (RequestCheck, {"shape": shape, "dtype": dtype, "max_bytes": cfg.max_request_bytes})
+            ],
         )
     except (ValueError, TypeError) as error:
         raise UserError(

@@ -138,18 +138,22 @@ class CheckpointAPI(ls.LitAPI):
 
 
 class RequestCheck(BaseHTTPMiddleware):
-    """Middleware of the HTTP process: a ``POST /predict`` that :func:`request_inputs` refuses
-    is answered here (422), alone; a good one goes on with its body (Starlette hands the body
-    read here to the app)."""
+    """Middleware of the HTTP process: a ``POST /predict`` larger than ``max_bytes`` (413) or
+    that :func:`request_inputs` refuses (422) is answered here, alone; a good one goes on with
+    its body (Starlette hands the body read here to the app)."""
 
-    def __init__(self, app: Any, shape: tuple[int, ...], dtype: str) -> None:
+    def __init__(self, app: Any, shape: tuple[int, ...], dtype: str, max_bytes: int) -> None:
         super().__init__(app)
-        self.shape, self.dtype = shape, dtype
+        self.shape, self.dtype, self.max_bytes = shape, dtype, max_bytes
 
     async def dispatch(self, request: Request, call_next: Any) -> Any:
         if request.method != "POST" or request.url.path != "/predict":
             return await call_next(request)
         try:
+            if int(request.headers.get("content-length") or 0) > self.max_bytes:
+                raise HTTPException(
+                    413, f"The request is larger than max_request_bytes={self.max_bytes}."
+                )
             request_inputs(await request.body(), self.shape, self.dtype)
         except HTTPException as error:
             return JSONResponse({"detail": error.detail}, status_code=error.status_code)
