@@ -1,6 +1,7 @@
 """Any data module's training loader resumes mid-epoch exactly.
 
-For the time of a fit, a plain ``DataLoader`` (in order or shuffled) that the data module's
+A plain ``DataLoader(shuffle=True)`` has no state a checkpoint could hold: a mid-epoch resume
+would redo that epoch in a new order (some samples twice, some never). For the time of a fit, a plain ``DataLoader`` (in order or shuffled) that the data module's
 ``train_dataloader`` returns becomes a `ResumableDataLoader` over the same data set, batch size,
 collate function and workers (`data/resumable.py`). Other loaders are left as they are
 (Lightning warns when a run resumes mid-epoch with one that has no ``state_dict``).
