@@ -151,6 +151,9 @@ def test_bad_requests_get_a_4xx_saying_what_was_wrong_and_the_server_goes_on(
         assert isinstance(detail, str) and fragment in detail, detail
         if expected == 422 and "shape" in fragment:
             assert "(N, 16)" in detail
+    chunked = iter([json.dumps({"inputs": [row] * 2000}).encode()])  # no Content-Length
+    status, answer = server.request("POST", "/predict", chunked, json_type)  # type: ignore[arg-type]
+    assert status == 413 and "max_request_bytes" in json.loads(answer)["detail"]
     status, answer = server.predict({"inputs": row})
     assert status == 200 and len(answer["prob"]) == 4
     status, health = server.request("GET", "/health")
@@ -242,7 +245,8 @@ def test_a_port_in_use_is_one_paragraph_and_leaves_no_run_dir(
 
 
 @pytest.mark.parametrize(
-    ("host", "port"), [("example.org", 8000), ("127.0.0.1", 80), ("127.0.0.1", "abc")]
+    ("host", "port"),
+    [("example.org", 8000), ("127.0.0.1", 80), ("127.0.0.1", 99999), ("127.0.0.1", "abc")],
 )
 def test_an_address_litserve_would_refuse_once_started_is_refused_before(
     host: str, port: object

@@ -104,6 +104,7 @@ def test_resuming_a_finished_run_keeps_its_train_and_val_metrics(
     run_dir = copy_of(one_epoch, tmp_path)
     before = read_metrics(run_dir)
     assert {"train/acc", "train/loss", "val/acc", "val/loss", "val/acc_best"} <= before.keys()
-    resume(run_dir)  # nothing left to train: it tests again
+    output = resume(run_dir)  # nothing left to train: it tests again, and says so
+    assert "has trained all 1: nothing to train, only the test runs." in output
     assert read_metrics(run_dir) == before
     assert all(torch.equal(weights(run_dir)[k], v) for k, v in weights(one_epoch).items())

@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ratio": round(median("template") / median("raw"), 3),
         "cpu_ratio": round(median("template", "cpu") / median("raw", "cpu"), 3),
     }
-    print(f"\nmedian samples/s: {result['samples_per_s']}; by CPU time {result['cpu_ratio']}")
+    rates = ", ".join(f"{way} {rate:,.0f}" for way, rate in result["samples_per_s"].items())
+    print(f"\nmedian samples/s: {rates}; ratio template/raw per CPU second {result['cpu_ratio']}")
     print(f"ratio {result['ratio']:.3f}")
     return result
 

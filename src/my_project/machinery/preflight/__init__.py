@@ -35,7 +35,8 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     if checkpoint_required and ckpt_path is None:
         script = cfg.get("task_name", "eval")
         raise UserError(
-            f"{script} needs a checkpoint: `python {script}.py ckpt_path=PATH/TO/best.ckpt`."
+            f"{script} needs a checkpoint: `python {script}.py "
+            "ckpt_path=logs/train/runs/<run>/checkpoints/last.ckpt`."
         )
     if ckpt_path is not None:
         checkpoint = read_checkpoint(ckpt_path)

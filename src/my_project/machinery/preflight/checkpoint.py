@@ -7,6 +7,7 @@ Without these, a checkpoint of another model fails with a long key list from
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +101,12 @@ def check_resumed_progress(ckpt_path: str, checkpoint: dict[str, Any], trainer: 
     done = {"max_epochs": epochs, "max_steps": checkpoint.get("global_step")}
     for key, count in done.items():
         limit = trainer.get(key)
-        if isinstance(count, int) and isinstance(limit, int) and 0 <= limit < count:
+        if isinstance(count, int) and isinstance(limit, int) and 0 <= limit <= count:
             unit = "epoch" if key == "max_epochs" else "step"
+            if limit == count:  # Lightning would only test it, without a word
+                note = f"{ckpt_path} has trained all {count}: nothing to train, only the test"
+                print(f"Note: trainer.{key}={limit}; {note} runs.", file=sys.stderr)
+                continue
             raise UserError(
                 f"{ckpt_path} has trained {count} {unit}{'s' if count != 1 else ''}, more than "
                 f"trainer.{key}={limit} asks for. Ask for more to train further (e.g. "

@@ -1,4 +1,4 @@
-"""A multirun's last lines: a table of its runs (issue 32). Hydra prints each job's overrides
+"""A multirun's last lines: a table of its runs. Hydra prints each job's overrides
 as it launches and nothing at the end; this Hydra callback reads the sweep folder, so it holds
 for any launcher. An Optuna search prints its own summary instead."""
 

@@ -92,7 +92,7 @@ def signature_of(inputs: Any, name: str) -> tuple[tuple[int, ...], str]:
 
 def check_address(host: Any, port: Any) -> None:
     """What LitServe checks only once it runs, and a port already taken."""
-    if host not in HOSTS or isinstance(port, bool) or not isinstance(port, int) or port < 1024:
+    if host not in HOSTS or type(port) is not int or not 1024 <= port <= 65535:  # not a bool
         raise UserError(
             f"host={host} port={port}: serve.py listens on host=127.0.0.1 (this machine only), "
             "0.0.0.0 or :: (every network interface), at a port from 1024 to 65535 (port=8000)."

@@ -150,11 +150,11 @@ class RequestCheck(BaseHTTPMiddleware):
         if request.method != "POST" or request.url.path != "/predict":
             return await call_next(request)
         try:
-            if int(request.headers.get("content-length") or 0) > self.max_bytes:
-                raise HTTPException(
-                    413, f"The request is larger than max_request_bytes={self.max_bytes}."
-                )
-            request_inputs(await request.body(), self.shape, self.dtype)
+            declared = int(request.headers.get("content-length") or 0)  # none when chunked
+            body = b"" if declared > self.max_bytes else await request.body()
+            if max(declared, len(body)) > self.max_bytes:
+                raise HTTPException(413, f"The request is over max_request_bytes={self.max_bytes}.")
+            request_inputs(body, self.shape, self.dtype)
         except HTTPException as error:
             return JSONResponse({"detail": error.detail}, status_code=error.status_code)
         return await call_next(request)
