@@ -41,7 +41,8 @@ def register() -> None:
     # Lightning 2.6's `_pytree.py` builds torch's deprecated `LeafSpec` on every step: a
     # FutureWarning in every run that nobody can act on.
     warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)`", FutureWarning)
-    # Every Trainer logs an advertisement ("💡 Tip: ... litlogger"), with no switch to turn it off.
+    # Every Trainer logs an advertisement ("💡 Tip: ... litlogger"), with no switch to turn it off;
+    # a stop logs "An SIGTERMException was raised" for Ctrl-C too (the run's own line follows).
     rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if _no_lightning_tips not in rank_zero_log.filters:
         rank_zero_log.addFilter(_no_lightning_tips)
@@ -51,7 +52,7 @@ def register() -> None:
 
 
 def _no_lightning_tips(record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith("💡 Tip:")
+    return not str(record.msg).startswith(("💡 Tip:", "An SIGTERMException was raised"))
 
 
 def with_trainer_arguments(overrides: Sequence[str]) -> list[str]:
