@@ -2,7 +2,7 @@
 by ``self.trainer.estimated_stepping_batches``, AdamW's betas cycled with it) end bit-identical to
 the run that never stopped, in 1 and 2 processes: weights, optimizer state, metrics and CSV log
 (but for the train loss's mean of the epoch it resumed in: `assert_same_after_resume`);
-and the resume says nothing changed (issue 34: the betas were "restored" to their start)."""
+and the resume says nothing changed (the betas were once "restored" to their start)."""
 
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ ZOO: dict[str, Zoo] = {
         predict_rows=46,
     ),
 }
-# Teams moving in from lightning-hydra-template (issue 34): its module (net, `_partial_`
+# Teams moving in from lightning-hydra-template: its module (net, `_partial_`
 # optimizer and scheduler from Hydra, list hyperparameters, files under data_dir), the docs'
 # OneCycleLR sized by `self.trainer.estimated_stepping_batches`, several test loaders. Every
 # contract runs on these in the slow tier (test_zoo_lht.py); on the others each mode runs once

@@ -218,7 +218,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "Did you mean `logger.wandb.project`?",
     ),
     ("eval without a checkpoint", "eval", "", "eval needs a checkpoint"),
-    # Issue 33: tracebacks before, one paragraph now.
+    # Tracebacks once, one paragraph now.
     (
         "data folder that is a file",
         "train",
@@ -238,7 +238,7 @@ CASES: list[tuple[str, str, str, str]] = [
         "resume={unwritable}",
         "Is a directory: '{unwritable}/train.log'",
     ),
-    # Values no check knows, refused by the object they reach (issue 26): the same paragraph.
+    # Values no check knows, refused by the object they reach: the same paragraph.
     (
         "Trainer argument that does not exist",
         "train",
@@ -626,7 +626,7 @@ def test_a_run_that_was_refused_leaves_the_runs_it_read_as_they_were(
     assert {str(p): p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()} == before
 
 
-# Cases of issue 26 exactly as a user types them (an environment variable, a value with a
+# Cases exactly as a user types them (an environment variable, a value with a
 # space, a launcher), through the real command line: (id, environment, arguments, message).
 COMMAND_LINES: list[tuple[str, dict[str, str], list[str], str]] = [
     ("empty log dir variable", {LOG_DIR_VAR: ""}, [], "paths.log_dir is empty"),
