@@ -126,12 +126,16 @@ def test_resume_of_an_unusable_directory_says_why(tmp_path: Path, setup: str, me
         expand_resume_argument([f"resume={run}"])
 
 
-def test_ckpt_path_last_prefers_this_run_then_the_newest_other_run(tmp_path: Path) -> None:
+def test_ckpt_path_last_prefers_this_run_then_the_newest_other_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     older, newer, current = (make_run(tmp_path / n, []) for n in ("a", "b", "c"))
     os.utime(older / "checkpoints" / "last.ckpt", (1, 1))
     assert resolve_checkpoint_path("last", current) == str(current / "checkpoints" / "last.ckpt")
+    assert "continuing from" not in capsys.readouterr().out
     (current / "checkpoints" / "last.ckpt").unlink()
     assert resolve_checkpoint_path("last", current) == str(newer / "checkpoints" / "last.ckpt")
+    assert f"continuing from {newer / 'checkpoints' / 'last.ckpt'}" in capsys.readouterr().out
     assert resolve_checkpoint_path("some/path.ckpt", current) == "some/path.ckpt"
     with pytest.raises(UserError, match=r"ckpt_path=last: there is no checkpoints/last\.ckpt"):
         resolve_checkpoint_path("last", tmp_path / "empty" / "run")

@@ -112,9 +112,9 @@ def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | No
     """`last`: :func:`newest_checkpoint` of this run, else the newest sibling run's last.ckpt."""
     if ckpt_path != LAST:
         return ckpt_path
-    found = newest_checkpoint(output_dir) or newest(
-        list(output_dir.parent.glob("*/checkpoints/last.ckpt"))
-    )
+    found = newest_checkpoint(output_dir)
+    if found is None and (found := newest(list(output_dir.parent.glob("*/checkpoints/last.ckpt")))):
+        print(f"ckpt_path=last: continuing from {found}, the newest last.ckpt of the runs there.")
     if found is None:
         raise UserError(
             f"ckpt_path=last: there is no checkpoints/last.ckpt in {output_dir} nor in any other "
