@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..distributed import is_rank_zero
 from ..errors import UserError
 
 
@@ -105,7 +106,8 @@ def check_resumed_progress(ckpt_path: str, checkpoint: dict[str, Any], trainer: 
             unit = "epoch" if key == "max_epochs" else "step"
             if limit == count:  # Lightning would only test it, without a word
                 note = f"{ckpt_path} has trained all {count}: nothing to train, only the test"
-                print(f"Note: trainer.{key}={limit}; {note} runs.", file=sys.stderr)
+                if is_rank_zero():  # every process of a DDP run checks its config
+                    print(f"Note: trainer.{key}={limit}; {note} runs.", file=sys.stderr)
                 continue
             raise UserError(
                 f"{ckpt_path} has trained {count} {unit}{'s' if count != 1 else ''}, more than "
