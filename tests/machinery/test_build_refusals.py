@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -480,6 +481,162 @@ def test_a_job_resolves_its_config_and_protects_its_secrets_once(
     code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
     assert code == 0, err[-3000:]
     assert sorted(calls) == ["check_config_resolves", "protect_run_secrets"]
+
+
+# -- whose fault: the team's bug keeps its file and line, wherever its code lives -----------
+
+# A team's own modules in a folder of their own, on `sys.path` (as on PYTHONPATH): `(file, the
+# line that fails, what Python says)`. Each is a bug; the run must show that line, exit 1.
+TEAM_BUGS = {
+    "unpack": (
+        "class Model(LitClassifier):\n"
+        "    def __init__(self, **kwargs):\n"
+        "        super().__init__(**kwargs)\n"
+        "        first, last = (16, 32, 4)\n",
+        "first, last = (16, 32, 4)",
+        "ValueError: too many values to unpack (expected 2)",
+    ),
+    "index": (
+        "class Model(LitClassifier):\n"
+        "    def __init__(self, **kwargs):\n"
+        "        super().__init__(**kwargs)\n"
+        "        self.head = self.net[5]\n",
+        "self.head = self.net[5]",
+        "IndexError: index 5 is out of range",
+    ),
+    "import": (
+        "LAYERS = nn.Sequentail()\n\nclass Model(LitClassifier):\n    pass\n",
+        "LAYERS = nn.Sequentail()",
+        "module 'torch.nn' has no attribute 'Sequentail'",
+    ),
+    "name": (
+        "LAYERS = Sequential()\n\nclass Model(LitClassifier):\n    pass\n",
+        "LAYERS = Sequential()",
+        "NameError: name 'Sequential' is not defined",
+    ),
+    "keyword": (
+        "class Model(LitClassifier):\n"
+        "    def __init__(self, **kwargs):\n"
+        "        super().__init__(**kwargs)\n"
+        "        self.extra = nn.Linear(kwargs['hidden'], 2, bais=False)\n",
+        "self.extra = nn.Linear(kwargs['hidden'], 2, bais=False)",
+        "got an unexpected keyword argument 'bais'",
+    ),
+}
+TEAM_HEADER = (
+    "import torch\nfrom torch import nn\n\nfrom tests.machinery.docs_style import LitClassifier, "
+    "LitDataModule\n\n\n"
+)
+
+
+def teams_module(folder: Path, name: str, body: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``body`` as the module ``name`` in ``folder``, importable (``sys.path``), not imported."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(TEAM_HEADER + body)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return path
+
+
+def assert_teams_traceback(code: int, err: str, path: Path, line: str, complaint: str) -> None:
+    assert code == 1, err[-3000:]
+    assert f'File "{path}", line ' in err and line in err and complaint in err, err[-3000:]
+    assert "\nError: " not in err and "Error in call to target" not in err, err[-3000:]
+
+
+@pytest.mark.parametrize("bug", list(TEAM_BUGS))
+def test_a_bug_in_a_teams_module_on_its_path_shows_its_line_under_train(
+    bug: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ValueError of the team's own line, an IndexError raised inside torch by its call, a
+    misspelt name as its module is imported: its traceback, not a value refused."""
+    body, line, complaint = TEAM_BUGS[bug]
+    path = teams_module(tmp_path / "team", f"team_{bug}", body, monkeypatch)
+    args = [*TRAIN, f"model._target_=team_{bug}.Model"]
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    assert_teams_traceback(code, err, path, line, complaint)
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_bug_in_the_teams_module_under_eval_shows_its_line(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eval.py rebuilds the model from the checkpoint: a typo in its `__init__` is not a
+    checkpoint of another model."""
+    body = (
+        "class Model(LitClassifier):\n"
+        "    def __init__(self, **kwargs):\n"
+        "        super().__init__(**kwargs)\n"
+        "        self.scale = torch.ones(hiden)\n"
+    )
+    path = teams_module(tmp_path, "team_eval", body, monkeypatch)
+    args = [*DOCS_STYLE_EVAL, f"ckpt_path={trained}/checkpoints/last.ckpt"]
+    code, err = run_main_in_process(
+        "eval", [*args, "model._target_=team_eval.Model"], tmp_path / "logs", monkeypatch
+    )
+    assert_teams_traceback(code, err, path, "torch.ones(hiden)", "name 'hiden' is not defined")
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_bug_in_the_teams_test_loader_under_predict_shows_its_line(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = (
+        "class Data(LitDataModule):\n"
+        "    def test_dataloader(self):\n"
+        "        return torch.utils.data.DataLoader(self.tset_set, batch_size=self.batch_size)\n"
+    )
+    path = teams_module(tmp_path, "team_predict", body, monkeypatch)
+    args = [*DOCS_STYLE_EVAL, f"ckpt_path={trained}/checkpoints/last.ckpt"]
+    code, err = run_main_in_process(
+        "predict", [*args, "data._target_=team_predict.Data"], tmp_path / "logs", monkeypatch
+    )
+    assert_teams_traceback(code, err, path, "self.tset_set", "has no attribute 'tset_set'")
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_value_of_the_run_the_teams_code_hands_torch_is_refused_in_one_paragraph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same module and line as a bug would be, but what fails is the value the command line
+    gave (an activation torch lacks), handed to the library by the team's code."""
+    body = (
+        "class Model(LitClassifier):\n"
+        "    def __init__(self, activation='ReLU', **kwargs):\n"
+        "        super().__init__(**kwargs)\n"
+        "        self.act = getattr(nn, activation)()\n"
+    )
+    teams_module(tmp_path, "team_value", body, monkeypatch)
+    args = [*TRAIN, "model._target_=team_value.Model", "+model.activation=Relu"]
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    message = one_paragraph_error(code, err)
+    assert (
+        "`model.activation=Relu` from the command line was refused by team_value.Model" in message
+    )
+    assert "AttributeError: module 'torch.nn' has no attribute 'Relu'" in message
+    assert not (tmp_path / "logs").exists()
+
+
+def test_the_benchmark_tells_a_value_refused_from_the_teams_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from my_project.machinery import bench
+
+    body, line, complaint = TEAM_BUGS["unpack"]
+    teams_module(tmp_path, "team_bench", body, monkeypatch)
+    args = ["--steps", "1", "--warmup", "1", "--repeats", "1", "--workload", "none", *DOCS_STYLE]
+    with pytest.raises(SystemExit) as exited:
+        bench.main([*args, "model.lr=-1"])
+    assert exited.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert message == (
+        "Error: Bad value in the config: `model.lr=-1` must be a finite number >= 0. Fix it on the "
+        "command line or in configs/."
+    )
+    with pytest.raises(ValueError, match="too many values to unpack") as raised:
+        bench.main([*args, "model._target_=team_bench.Model"])
+    assert raised.traceback[-1].path == tmp_path / "team_bench.py"
 
 
 # -- the config's schedules, tried: never more than the run does ------------------------------

@@ -68,7 +68,15 @@ def compose(args: argparse.Namespace) -> Any:
     overrides = [*args.overrides, f"trainer.accelerator={accelerator}", "trainer.devices=1"]
     overrides += ["trainer.strategy=auto", "logger=none"]
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        cfg = hydra_compose(config_name="train", overrides=with_trainer_arguments(overrides))
+        try:
+            cfg = hydra_compose(config_name="train", overrides=with_trainer_arguments(overrides))
+        except Exception as error:  # as train.py says it: one paragraph (`hydra_errors.py`)
+            from .run.boundary import teams_bug
+            from .run.hydra_errors import explain
+
+            if teams_bug(error) is not None:
+                raise
+            raise explain(error) from error
     with open_dict(cfg):
         cfg.paths.output_dir = tempfile.mkdtemp(prefix="bench-")
     return cfg
@@ -137,28 +145,39 @@ def run(cfg: Any, args: argparse.Namespace, raw: bool) -> Timed:
     from .run import build
 
     timed = Timed(raw, args.device, args.warmup, args.steps)
-    callbacks = [c for c in build.instantiate_group(cfg.callbacks) if not isinstance(c, Checkpoint)]
-    trainer = build.trainer(
-        cfg,
-        [timed] if raw else [*callbacks, timed],
-        [],
-        max_epochs=-1,
-        max_steps=4 * (args.warmup + args.steps),  # for schedules sized by the trainer
-        min_epochs=0,
-        min_steps=None,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        enable_checkpointing=False,
-        enable_model_summary=False,
-        **({"enable_progress_bar": False} if raw else {}),
-    )
-    data = build.instantiate_data(cfg)
+    callbacks = [c for c in build.build_group(cfg, "callbacks") if not isinstance(c, Checkpoint)]
+    with build.built_from(cfg, "trainer"):  # a value refused, or the team's bug (`boundary.py`)
+        trainer = build.trainer(
+            cfg,
+            [timed] if raw else [*callbacks, timed],
+            [],
+            max_epochs=-1,
+            max_steps=4 * (args.warmup + args.steps),  # for schedules sized by the trainer
+            min_epochs=0,
+            min_steps=None,
+            limit_val_batches=0,
+            num_sanity_val_steps=0,
+            enable_checkpointing=False,
+            enable_model_summary=False,
+            **({"enable_progress_bar": False} if raw else {}),
+        )
+    with build.built_from(cfg, "data"):
+        data = build.instantiate_data(cfg)
     torch.manual_seed(0)
-    trainer.fit(build.model_for_data(cfg, data), datamodule=data)
+    with build.built_from(cfg, "model"):
+        model = build.model_for_data(cfg, data)
+    trainer.fit(model, datamodule=data)
     return timed
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Time both ways; bad input is one paragraph and exit status 2, as in train.py."""
+    from .errors import report_user_errors
+
+    return report_user_errors(_main)(argv)  # type: ignore[no-any-return]
+
+
+def _main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     import torch
 
@@ -170,6 +189,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = compose(args)
+    from .preflight.values import check_config_resolves, check_values
+
+    check_values(cfg, check_config_resolves(cfg))  # what train.py checks before it builds
     runs: dict[str, list[Timed]] = {"raw": [], "template": []}
     for repeat in range(args.repeats):
         for way in ("template", "raw")[:: 1 if repeat % 2 else -1]:  # in turn first

@@ -22,9 +22,13 @@ def model_class(target: str) -> Any:
     from hydra.utils import get_class
     from lightning.pytorch import LightningModule
 
+    from ..run.boundary import teams_bug
+
     try:
         cls = get_class(target)
     except Exception as error:  # ImportError, AttributeError, ValueError from Hydra's lookup
+        if (bug := teams_bug(error)) is not None:  # the team's module fails as it is imported
+            raise bug from None
         raise UserError(
             f"model._target_={target} cannot be imported ({' '.join(str(error).split())}). Give "
             "the full dotted path of your LightningModule class."

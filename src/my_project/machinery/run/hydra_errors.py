@@ -17,44 +17,38 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import hydra_compat
 from ..config import config_dir
 from ..errors import UserError, causes, report, user_error_in
 from ..reliability import run_dir
-from .boundary import raised_in_teams_code
+from .boundary import teams_bug
 
 _JOB_FRAME = (f"{__package__}.entry", "job")  # `entry.as_job`'s wrapper: the job's own errors
 
 
 @contextlib.contextmanager
 def hydra_errors_as_user_errors() -> Iterator[None]:
-    """Hydra's errors around the job as one paragraph, for the duration. Hydra has no public
-    hook for them: its private ``hydra._internal.utils.run_and_report`` (hydra-core 1.3), which
-    prints and exits 1, is wrapped."""
-    import hydra._internal.utils as hydra_utils
+    """Hydra's errors around the job as one paragraph, for the duration (Hydra has no public hook
+    for them: `hydra_compat.errors_reported_by`)."""
 
-    original = hydra_utils.run_and_report
-
-    def run_and_report(func: Callable[[], Any]) -> Any:
-        def explained() -> Any:
+    def explained(func: Callable[[], Any]) -> Callable[[], Any]:
+        def step() -> Any:
             try:
                 return func()
             except Exception as error:
                 if raised_in_job(error) or os.environ.get("HYDRA_FULL_ERROR") == "1":
                     raise
-                if raised_in_teams_code(error):  # a bug of the team's Hydra callback or plugin
+                if teams_bug(error) is not None:  # a bug of the team's Hydra callback or plugin
                     raise
                 user_error = explain(error)
                 report(user_error)
                 run_dir.remove_untouched_sweep_dirs()
                 sys.exit(user_error.exit_code)
 
-        return original(explained)
+        return step
 
-    hydra_utils.run_and_report = run_and_report
-    try:
+    with hydra_compat.errors_reported_by(explained):
         yield
-    finally:
-        hydra_utils.run_and_report = original
 
 
 def raised_in_job(error: BaseException) -> bool:

@@ -89,6 +89,7 @@ def score(predicted: Mapping[str, Tensor], table: Mapping[str, Tensor]) -> str:
 def split_loaders(cfg: DictConfig, model: Any) -> tuple[list[Any], Any]:
     """The loaders of ``cfg.split`` of ``cfg.data`` (one, or the several a data module gives),
     in a fixed order: DataLoaders again, unshuffled, of ``batch_size``; and their first batch."""
+    from lightning.pytorch.utilities.model_helpers import is_overridden
     from torch.utils.data import DataLoader
 
     from ..preflight import contract
@@ -97,15 +98,16 @@ def split_loaders(cfg: DictConfig, model: Any) -> tuple[list[Any], Any]:
     with build.built_from(cfg, "data"):  # a DataLoader, not batches sliced on the device
         datamodule = build.instantiate_data(cfg, on_device=False)
     contract.check_model_fits_data(model, datamodule, build.data_name(cfg))
-    datamodule.prepare_data()
-    datamodule.setup("test" if cfg.split == "test" else "fit")
-    try:
-        loaders = getattr(datamodule, f"{cfg.split}_dataloader")()
-    except Exception as error:  # Lightning's default hook raises: the module has no such split
+    with build.built_from(cfg, "data"):
+        datamodule.prepare_data()
+        datamodule.setup("test" if cfg.split == "test" else "fit")
+    if not is_overridden(f"{cfg.split}_dataloader", datamodule):
         raise UserError(
-            f"{type(datamodule).__name__} gives no {cfg.split} split ({error}). Use another "
-            "`split=` (train, val or test)."
-        ) from error
+            f"{type(datamodule).__name__} gives no {cfg.split} split (it has no "
+            f"`{cfg.split}_dataloader`). Use another `split=` (train, val or test)."
+        )
+    with build.built_from(cfg, "data"):  # the team's bug in its loader: its traceback
+        loaders = getattr(datamodule, f"{cfg.split}_dataloader")()
     loaders = list(loaders.values()) if isinstance(loaders, Mapping) else loaders
     loaders = [
         DataLoader(lo.dataset, int(cfg.batch_size), shuffle=False, collate_fn=lo.collate_fn)
