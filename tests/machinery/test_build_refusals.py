@@ -623,8 +623,7 @@ def test_the_benchmark_tells_a_value_refused_from_the_teams_bug(
 ) -> None:
     from my_project.machinery import bench
 
-    body, line, complaint = TEAM_BUGS["unpack"]
-    teams_module(tmp_path, "team_bench", body, monkeypatch)
+    teams_module(tmp_path, "team_bench", TEAM_BUGS["unpack"][0], monkeypatch)
     args = ["--steps", "1", "--warmup", "1", "--repeats", "1", "--workload", "none", *DOCS_STYLE]
     with pytest.raises(SystemExit) as exited:
         bench.main([*args, "model.lr=-1"])
