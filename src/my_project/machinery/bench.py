@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Time both ways; bad input is one paragraph and exit status 2, as in train.py."""
     from .errors import report_user_errors
 
-    return report_user_errors(_main)(argv)  # type: ignore[no-any-return]
+    return report_user_errors(_main)(argv)
 
 
 def _main(argv: list[str] | None = None) -> dict[str, Any]:
