@@ -71,7 +71,7 @@ def compose(args: argparse.Namespace) -> Any:
         try:
             cfg = hydra_compose(config_name="train", overrides=with_trainer_arguments(overrides))
         except Exception as error:  # as train.py says it: one paragraph (`hydra_errors.py`)
-            from .run.boundary import teams_bug
+            from .fault import teams_bug
             from .run.hydra_errors import explain
 
             if teams_bug(error) is not None:

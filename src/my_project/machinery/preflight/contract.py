@@ -22,7 +22,7 @@ def model_class(target: str) -> Any:
     from hydra.utils import get_class
     from lightning.pytorch import LightningModule
 
-    from ..run.boundary import teams_bug
+    from ..fault import teams_bug
 
     try:
         cls = get_class(target)

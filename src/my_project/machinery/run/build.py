@@ -170,7 +170,7 @@ def load_model(target: str, ckpt_path: str) -> Any:
     try:
         model = cls.load_from_checkpoint(ckpt_path, map_location="cpu", **arguments)
     except Exception as error:
-        from .boundary import teams_bug
+        from ..fault import teams_bug
 
         if (bug := teams_bug(error, [saved, arguments], saved)) is not None:
             raise bug from None  # the team's own code fails as it rebuilds the model

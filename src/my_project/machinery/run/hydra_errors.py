@@ -20,8 +20,8 @@ from typing import Any
 from .. import hydra_compat
 from ..config import config_dir
 from ..errors import UserError, causes, report, user_error_in
+from ..fault import teams_bug
 from ..reliability import run_dir
-from .boundary import teams_bug
 
 _JOB_FRAME = (f"{__package__}.entry", "job")  # `entry.as_job`'s wrapper: the job's own errors
 
