@@ -28,13 +28,19 @@ or was raised in, the team's code):
   subscript is refused when its key does (``table[activation]``); a call with a keyword the
   callee lacks, when the keyword is a key of the config (a ``**kwargs`` passed on);
 - anything else is a bug: an attribute or a name misspelt, ``first, last = (16, 32, 4)``, a
-  literal index ``self.net[5]`` that torch refuses, a value computed by the team's code.
+  literal index ``self.net[5]`` that torch refuses, a size the team's code makes from nothing
+  the run gave (``nn.Linear(4, len(layers) - 1)``).
+
+A value of the run among a failing call's arguments (``nn.Linear(hidden * 2, ...)`` too) is
+taken as what the call refused: the paragraph then names the object and its complaint.
 
 The values of the run are the plain values (numbers, strings, paths, and lists and dicts of
 them) under the config node being built, and those the team's outermost frame was called with:
 what Hydra, Lightning or the machinery handed the team's code. Only the expression that failed
 is read (Python's own positions of it, as its tracebacks underline), so a value of the run
-elsewhere on the line does not excuse a typo next to it.
+elsewhere on the line does not excuse a typo next to it. The same rule (`fault.py`) answers
+for the team's module as it is imported (`preflight/contract.py`), for a checkpoint loaded into
+it, and before a job (a Hydra callback or resolver of the team's: `hydra_errors.py`).
 """
 
 from __future__ import annotations
