@@ -231,6 +231,27 @@ CASES: list[tuple[str, str, str, str]] = [
         "names no file to write the predictions to",
     ),
 ]
+# A key added on the command line that nothing of the run reads: every entry point says so.
+CASES += [
+    (
+        f"key nothing of {script} reads",
+        script,
+        f"+input_path={{tmp}}/inputs.npy ckpt_path={{run}}/checkpoints/last.ckpt",
+        f"`+input_path={{tmp}}/inputs.npy` adds `input_path`, which nothing of {script}.py reads",
+    )
+    for script in ("train", "eval", "predict", "serve", "export")
+]
+CASES.append(
+    (
+        "misspelt key added",
+        "train",
+        "+monitr=val_loss",
+        "`+monitr=val_loss` adds `monitr`, which nothing of train.py reads (not a key of "
+        "train.py's config, nor a setting of an object the run builds): the run would ignore "
+        "it. Remove it. Did you mean `monitor=`?",
+    )
+)
+CASES.append(("setting nothing reads", "train", "+paths.extra=1", "adds `paths.extra`, which"))
 if not shutil.which("sbatch") and not shutil.which("srun"):
     CASES.append(
         (
@@ -311,6 +332,8 @@ def test_what_a_run_refuses_is_one_paragraph_naming_the_key_and_nothing_is_writt
         script, arguments(script, case, places), places["logs"], monkeypatch
     )
     message = one_paragraph_error(code, err)
+    for name, place in places.items():
+        expected = expected.replace("{" + name + "}", str(place))
     assert expected in message, message
     assert not places["logs"].exists(), sorted(places["logs"].rglob("*"))
     for name, files in runs.items():  # a run a case reads is left as it was

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..errors import UserError
 from ..reliability.resume import resolve_checkpoint_path
 from ..reliability.secrets import protect_run_secrets
+from .added_keys import check_added_keys_are_read
 from .checkpoint import check_checkpoint_path, check_resumed_progress, read_checkpoint
 from .devices import check_devices, check_nodes_launched
 from .loggers import check_logger_settings
@@ -25,6 +26,7 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     """The checks that need only the config; return the checkpoint path, ``last`` resolved."""
     resolved = check_config_resolves(cfg)
     protect_run_secrets(resolved)  # before any message could show one
+    check_added_keys_are_read(cfg)
     trainer = resolved.get("trainer") or {}
     check_devices(trainer)
     check_nodes_launched(trainer)
