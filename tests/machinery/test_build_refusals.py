@@ -236,7 +236,7 @@ CASES += [
     (
         f"key nothing of {script} reads",
         script,
-        f"+input_path={{tmp}}/inputs.npy ckpt_path={{run}}/checkpoints/last.ckpt",
+        "+input_path={tmp}/inputs.npy ckpt_path={run}/checkpoints/last.ckpt",
         f"`+input_path={{tmp}}/inputs.npy` adds `input_path`, which nothing of {script}.py reads",
     )
     for script in ("train", "eval", "predict", "serve", "export")
