@@ -55,6 +55,7 @@ class LitClassifier(L.LightningModule):
         self.test_acc(logits, y)
         self.log("test_loss", F.cross_entropy(logits, y), sync_dist=True)
         self.log("test_acc", self.test_acc)
+        self.log("test_error", (logits.argmax(dim=1) != y).float().mean())  # each process's
 
     def configure_optimizers(self):
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)

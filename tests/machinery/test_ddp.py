@@ -65,7 +65,8 @@ def test_ddp_does_not_warn_of_padding_it_does_not_do(ddp_docs_run: Path) -> None
 def test_ddp_test_metrics_count_each_test_sample_once(ddp_docs_run: Path, tmp_path: Path) -> None:
     """The DDP run's test metrics equal a one-process evaluation of the same checkpoint, on a
     test set of prime size: the accuracy (torchmetrics) exactly, the loss (`self.log` with
-    `sync_dist=True`, weighted by each rank's samples) to float precision."""
+    `sync_dist=True`, weighted by each rank's samples) to float precision, and so the error rate
+    the module logs without `sync_dist` (each process's mean: the whole set's, not rank 0's)."""
     run = ddp_docs_run
     ddp = read_metrics(run)
     best = next((run / "checkpoints").glob("epoch_*.ckpt"))
@@ -82,6 +83,12 @@ def test_ddp_test_metrics_count_each_test_sample_once(ddp_docs_run: Path, tmp_pa
     single = read_metrics(tmp_path)
     assert single["test_acc"] == ddp["test_acc"]
     assert single["test_loss"] == pytest.approx(ddp["test_loss"], rel=1e-6)
+    assert single["test_error"] == pytest.approx(ddp["test_error"], rel=1e-6)
+    wrong = ddp["test_error"] * N_TEST  # a count of the 89 samples, not of rank 0's 45
+    assert wrong == pytest.approx(round(wrong), abs=1e-4)
+    stderr = (run.parents[3] / "stderr.txt").read_text()
+    assert "self.log('test_error', ..., sync_dist=True)" not in stderr  # Lightning's warning
+    assert "rank 0's alone" not in stderr
 
 
 @pytest.mark.slow

@@ -90,3 +90,23 @@ def logged_name(entry: Any) -> str:
     if meta.add_dataloader_idx and meta.dataloader_idx is not None:
         return f"{meta.name}/dataloader_idx_{meta.dataloader_idx}"
     return str(meta.name)
+
+
+def active_results(trainer: Any) -> Any:
+    """The result collection of the loop running now (training, validation or test)."""
+    return getattr(trainer, "_results", None)
+
+
+def combinable(entry: Any) -> bool:
+    """A plain tensor value logged for the epoch without ``sync_dist`` (nor ``rank_zero_only``):
+    Lightning keeps each process's sum and sample count, so it can combine them."""
+    sync = entry.meta.sync
+    return bool(entry.is_tensor and entry.meta.on_epoch and not sync.should) and not (
+        sync.rank_zero_only
+    )
+
+
+def combine_across_processes(entry: Any, combine: bool) -> None:
+    """Whether Lightning combines ``entry`` across processes when it computes it, as for
+    ``self.log(..., sync_dist=True)``: summed values and sample counts, a weighted mean."""
+    entry.meta.sync.should = combine
