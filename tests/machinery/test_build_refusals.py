@@ -768,8 +768,7 @@ def test_a_full_disk_keeps_the_last_good_checkpoint_and_the_run_resumes(
     monkeypatch.setattr(atomic_io.torch, "save", fills_the_disk)
     args = [*DOCS_STYLE, "trainer.max_epochs=3", "logger=csv", f"hydra.run.dir={run_dir}"]
     code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
-    assert code == 1, err[-3000:]
-    message = err.strip().split("\n\n")[-1]
+    message = one_paragraph_error(code, err)
     assert message.startswith("Error: The disk is full (No space left on device)"), message
     assert f"resume with `python train.py resume={run_dir}`" in message
     for path in (run_dir / "checkpoints").glob("*.ckpt"):  # every checkpoint there loads
@@ -780,6 +779,53 @@ def test_a_full_disk_keeps_the_last_good_checkpoint_and_the_run_resumes(
     code, err = run_main_in_process("train", [f"resume={run_dir}"], tmp_path / "logs", monkeypatch)
     assert code == 0, err[-3000:]
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 2
+
+
+READ_ONLY = {"from_epoch": 1, "now": False}
+
+
+class TurnsReadOnly(Callback):
+    """The run's folder becomes read-only as epoch ``READ_ONLY["from_epoch"]`` starts."""
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        READ_ONLY["now"] = trainer.current_epoch >= READ_ONLY["from_epoch"]
+
+
+def test_checkpoints_turned_read_only_mid_run_keep_the_last_good_one_in_one_paragraph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second epoch's save meets a read-only folder, and so does the removal of its
+    temporary file (as root, chmod stops no write: the filesystem's refusal is simulated): one
+    paragraph, exit 2, the first epoch's checkpoint kept and named, no `.part` file."""
+    real_open, real_unlink = open, Path.unlink
+
+    def refused(path: Any) -> OSError:
+        return OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    def read_only_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if READ_ONLY["now"] and "w" in mode:
+            raise refused(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    def read_only_unlink(self: Path, missing_ok: bool = False) -> None:
+        if READ_ONLY["now"] and self.name.endswith(".part"):
+            raise refused(self)
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setitem(READ_ONLY, "now", False)
+    monkeypatch.setattr(atomic_io, "open", read_only_open, raising=False)
+    monkeypatch.setattr(Path, "unlink", read_only_unlink)
+    run_dir = tmp_path / "run"
+    args = [*TRAIN, "trainer.max_epochs=2", f"hydra.run.dir={run_dir}"]
+    args.append(f"+callbacks.read_only._target_={__name__}.TurnsReadOnly")
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    message = one_paragraph_error(code, err)
+    assert message.startswith("Error: A file of the run cannot be written (Read-only file system")
+    last = run_dir / "checkpoints" / "last.ckpt"
+    assert f"its newest complete checkpoint is {last}" in message, message
+    assert f"resume with `python train.py resume={run_dir}`" in message
+    assert torch.load(last, weights_only=True)["epoch"] == 0
+    assert not [p for p in run_dir.rglob("*") if p.name.endswith(".part")]
 
 
 def test_a_save_cut_short_leaves_no_file_named_like_a_checkpoint(

@@ -322,8 +322,7 @@ def test_a_disk_full_before_the_first_last_ckpt_names_the_best_one_and_resumes_f
     monkeypatch.setattr(atomic_io.torch, "save", fills_the_disk)
     args = [*DOCS_STYLE, "trainer.max_epochs=2", "logger=csv", f"hydra.run.dir={run_dir}"]
     code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
-    assert code == 1, err[-3000:]
-    message = err.strip().split("\n\n")[-1]
+    message = one_paragraph_error(code, err)
     best = run_dir / "checkpoints" / "epoch_000.ckpt"
     assert f"its newest complete checkpoint is {best}" in message, message
     assert "before its first checkpoint" not in message

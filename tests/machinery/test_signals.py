@@ -10,13 +10,23 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from lightning.pytorch import Callback, LightningModule, Trainer
 
 from my_project.machinery.reliability import signals
 
 from . import processes
-from .helpers import DOCS_STYLE, ROOT, clean_env, pinned, read_metrics, run_entry
+from .helpers import (
+    DOCS_STYLE,
+    ROOT,
+    clean_env,
+    pinned,
+    read_metrics,
+    run_entry,
+    run_main_in_process,
+)
 
 RUN = [*DOCS_STYLE, "trainer.max_epochs=1", "logger=csv", "trainer.deterministic=true", "seed=7"]
 
@@ -81,3 +91,63 @@ def test_stop_message_says_what_is_saved_and_how_to_go_on(tmp_path: Path) -> Non
     message = signals.stopped_message(signal.SIGINT, tmp_path, True)
     assert message.startswith("Stopped by Ctrl-C. Training had finished; the test did not.")
     assert f"python train.py resume={tmp_path}" in message
+
+
+class StopsAsTrainingStarts(Callback):
+    """A stop that lands as the fit starts (the processes of a DDP run starting): what the
+    handler raises outside the training loop."""
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        raise signals.StopRequested(signal.SIGTERM)
+
+
+def signalled_after(module: Any, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``module.name`` sends this process SIGTERM once it has done its work."""
+    original = getattr(module, name)
+
+    def then_signalled(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        if name != "print_config_tree" or kwargs.get("save_to"):  # once config_tree.log is there
+            signal.raise_signal(signal.SIGTERM)
+        return result
+
+    monkeypatch.setattr(module, name, then_signalled)
+
+
+@pytest.mark.parametrize("when", ["config tree written", "training starting"])
+def test_a_stop_before_the_first_checkpoint_leaves_no_run_directory(
+    when: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the run wrote by then (`.hydra`, `train.log`, `config_tree.log`, `config.yaml`,
+    the CSV log) goes with it: there is nothing to resume."""
+    from my_project.machinery.run import record
+
+    args = [*RUN, f"hydra.run.dir={tmp_path / 'logs' / 'run'}"]
+    if when == "config tree written":
+        signalled_after(record, "print_config_tree", monkeypatch)
+    else:
+        args.append(f"+callbacks.stop._target_={__name__}.StopsAsTrainingStarts")
+    code, err = run_main_in_process("train", args, tmp_path / "logs", monkeypatch)
+    assert code == 143, err[-3000:]
+    assert "Stopped by SIGTERM" in err and "Traceback" not in err, err[-3000:]
+    assert not (tmp_path / "logs").exists(), sorted((tmp_path / "logs").rglob("*"))
+
+
+def test_a_signal_after_the_run_finished_gets_its_line_and_keeps_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from my_project.machinery.run import record
+
+    signalled_after(record, "finish", monkeypatch)
+    run_dir = tmp_path / "run"
+    code, err = run_main_in_process(
+        "train", [*RUN, f"hydra.run.dir={run_dir}"], tmp_path / "logs", monkeypatch
+    )
+    assert code == 143, err[-3000:]
+    line = err.strip().splitlines()[-1]
+    assert line == (
+        "Stopped by SIGTERM after the run had finished: nothing is lost; everything it wrote is "
+        f"in {run_dir}."
+    )
+    assert "test_acc" in read_metrics(run_dir)
+    assert list((run_dir / "checkpoints").glob("*.ckpt"))

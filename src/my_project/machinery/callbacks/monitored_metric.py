@@ -1,5 +1,6 @@
 """A `monitor` naming a validation metric the module does not log stops the run after the
-sanity check in one paragraph, not after the first epoch with Lightning's traceback. Names come
+sanity check in one paragraph, not after the first epoch with Lightning's traceback; nothing
+has trained, so the run keeps nothing (`run/entry.py` removes its directory). Names come
 from validation's result collection (``callback_metrics`` stays empty until the first real
 validation with several loaders). A monitored training metric is left to Lightning.
 """

@@ -16,14 +16,14 @@ import contextlib
 import functools
 import os
 import zipfile
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from fsspec.implementations.local import LocalFileSystem
 from lightning.fabric.utilities.cloud_io import get_filesystem
-from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .secrets import MASK, secret_values
@@ -33,22 +33,37 @@ _PARTIAL_PREFIX = ".partial-"
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
     """``torch.save`` to a temporary file beside ``path``, fsync, rename over ``path``."""
+    path = atomic_write(path, lambda handle: torch.save(obj, handle))
+    for stale in path.parent.glob(f"{_PARTIAL_PREFIX}*"):  # what a killed save left
+        with contextlib.suppress(OSError):
+            stale.unlink()
+    return path
+
+
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any]) -> Path:
+    """``write(handle)`` into a temporary file beside ``path`` (``.partial-*.part``), fsync,
+    rename over ``path``: ``path`` is whole or as it was. A write that fails (a full disk, a
+    read-only one) leaves no temporary file, or leaves it only where the disk refuses even
+    its removal, and raises what the write raised."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f"{_PARTIAL_PREFIX}{os.getpid()}-{path.name}.part"
     try:
         with open(tmp, "wb") as handle:
-            torch.save(obj, handle)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the error to show is the write's, not this one
+            tmp.unlink(missing_ok=True)
         raise
-    for stale in path.parent.glob(f"{_PARTIAL_PREFIX}*"):  # what a killed save left
-        with contextlib.suppress(OSError):
-            stale.unlink()
     return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """``text`` (UTF-8) to ``path``, whole or not at all (:func:`atomic_write`)."""
+    return atomic_write(path, lambda handle: handle.write(text.encode()))
 
 
 def damage(path: str | Path) -> str | None:
@@ -114,7 +129,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     keep Lightning's) and plain hyperparameters, secrets masked."""
 
     def save_checkpoint(
-        self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None
+        self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None
     ) -> None:
         secrets = secret_values()
         checkpoint = {  # hyper_parameters, hparams_type, datamodule_hyper_parameters...

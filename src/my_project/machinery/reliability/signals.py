@@ -40,6 +40,7 @@ class _State:
     received: list[int] = []  # the stop signals this process received in the current job
     agreed = False  # the processes decided to stop (the signal may have reached another one)
     in_training_loop = False  # a Trainer with StopTogether runs: requests wait for a batch end
+    finished = False  # the run's work is done: a request waits for its records to be written
 
 
 def signal_name(signum: int) -> str:
@@ -54,6 +55,8 @@ def requested_signal() -> int | None:
 def _handle(signum: int, frame: FrameType | None) -> None:
     again, name = bool(_State.received), signal_name(signum)
     _State.received.append(signum)
+    if _State.finished and not again:
+        return  # said once the run's records are written (`run/entry.py`)
     if not (again or _State.in_training_loop):
         raise StopRequested(signum)
     if is_rank_zero():
@@ -72,9 +75,16 @@ def _handle(signum: int, frame: FrameType | None) -> None:
 def install_handlers() -> None:
     """Make SIGTERM and Ctrl-C request a stop (see the module docstring); main thread only."""
     _State.received, _State.agreed, _State.in_training_loop = [], False, False
+    _State.finished = False
     if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
             signal.signal(signum, _handle)
+
+
+def run_finished() -> None:
+    """The run's work is done (training, the test): a stop request from now on lets its
+    records (``metrics.json``...) be written whole, and is said after them, in one line."""
+    _State.finished = True
 
 
 class StopTogether(Checkpoint):

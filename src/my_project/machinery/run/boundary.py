@@ -120,17 +120,16 @@ def refusal(cfg: DictConfig, node: str, error: BaseException, by: str | None = N
     )
     typed = typed_under(cfg, node)
     if missing and isinstance(error, TypeError):
-        names = re.findall(r"'(\w+)'", missing[1])
-        unset = [f"`{node}.{name}`" for name in names]
-        target = by or _target_of(cfg, node)
-        chosen = [shown for key, shown in typed_choices(cfg)]
-        with_ = f" (with {', '.join(chosen)} from the command line)" if chosen else ""
-        offer = " or from the data module's `model_kwargs()`" if node == "model" else ""
+        names = [f"`{node}.{name}`" for name in re.findall(r"'(\w+)'", missing[1])]
+        needs = f"{by or _target_of(cfg, node) or node} needs {'it' if len(names) == 1 else 'them'}"
+        data = [shown for key, shown in typed_choices(cfg) if key == "data"]
+        given = f", nor the data module's `model_kwargs()` ({data[0]})" if data else ""
+        given = given if node == "model" else ""
         return (
-            f"{' and '.join(unset)} {'has' if len(unset) == 1 else 'have'} no value{with_}, and "
-            f"{target or node} needs {'it' if len(unset) == 1 else 'them'}: {describe(error)} "
-            f"Give {'it' if len(unset) == 1 else 'them'} on the command line "
-            f"({unset[0].strip('`')}=...), in configs/{offer}."
+            f"{' and '.join(names)} {'has' if len(names) == 1 else 'have'} no value: {needs} "
+            f"({describe(error)[:-1]}), and neither its config{given} gives "
+            f"{'it' if len(names) == 1 else 'them'}. Set {names[0][:-1]}=...` on the command line or in "
+            "configs/, or pick configs that go together."
         )
     key = typed[0][0] if len(typed) == 1 else node
     target = None if key.endswith("._target_") else by or _target_of(cfg, key)

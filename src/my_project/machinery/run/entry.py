@@ -80,6 +80,7 @@ def main(
             hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(
                 as_job(task)
             )()
+        _said_after_finish(_early_signals)  # one that came as Hydra closed the finished job
 
 
 def _command_line(argv: Callable[[Sequence[str]], list[str]] | None) -> list[str]:
@@ -106,16 +107,17 @@ def _handled(handler: Any = None) -> Iterator[None]:
 
 def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
     """``task`` as a Hydra job: its run directory named at once; a UserError as one paragraph and
-    its exit status, taking the run directory Hydra made with it."""
+    its exit status, taking the run directory Hydra made with it (and, for bad input or a stop,
+    whatever the run wrote before it held a result: `remove_untouched_run_dir`)."""
 
     @functools.wraps(task)
     def job(cfg: DictConfig) -> Any:
         _stop_if_signalled()
         if is_rank_zero() and (output_dir := job_output_dir()):
             print(f"{cfg.get('task_name', 'run')}: {shown_path(output_dir)}", flush=True)
-        with stop_signals():
+        with stop_signals(cfg):
             try:
-                return task(cfg)
+                result = task(cfg)
             except Exception as error:
                 user_error = user_error_in(error) or disk_full_error(error, job_output_dir())
                 if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
@@ -123,10 +125,52 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                     raise
                 if is_rank_zero() or not user_error.every_rank:
                     report(user_error)
-                remove_untouched_run_dir(nothing_ran=user_error.exit_code == UserError.exit_code)
+                bad_input = user_error.exit_code == UserError.exit_code
+                if bad_input:
+                    _end_launched_processes()
+                remove_untouched_run_dir(nothing_ran=bad_input, nothing_kept=bad_input, cfg=cfg)
                 sys.exit(user_error.exit_code)
+            except SystemExit as stop:  # stopped by a signal (`execute.stops_cleanly`)
+                if stop.code in _STOP_EXITS:
+                    remove_untouched_run_dir(nothing_kept=True, cfg=cfg)
+                raise
+        from ..reliability import signals
+
+        _said_after_finish([signum] if (signum := signals.requested_signal()) else [])
+        return result
 
     return job
+
+
+_STOP_EXITS = tuple(128 + s for s in (signal.SIGTERM, signal.SIGINT))
+
+
+def _end_launched_processes() -> None:
+    """The processes a DDP run of this one started, ended (they write into its directory)."""
+    if "torch" in sys.modules:
+        from ..strategies.ddp import end_launched_job
+
+        end_launched_job(succeeded=False, timeout=10.0)
+
+
+def _said_after_finish(received: list[int]) -> None:
+    """A stop signal that came once the run had finished: it is all there, said in one line."""
+    if not received:
+        return
+    if is_rank_zero():
+        name = signal.Signals(received[0]).name.replace("SIGINT", "Ctrl-C")
+        where = job_output_dir() or (_finished_dir[0] if _finished_dir else None)
+        kept = f" in {shown_path(where)}" if where else ""
+        print(
+            f"\nStopped by {name} after the run had finished: nothing is lost; everything it "
+            f"wrote is{kept}.",
+            file=sys.stderr,
+            flush=True,
+        )
+    sys.exit(128 + received[0])
+
+
+_finished_dir: list[str] = []  # the directory of the job that finished last (for the line above)
 
 
 def _stop_if_signalled() -> None:
@@ -141,9 +185,10 @@ def _stop_if_signalled() -> None:
 
 
 @contextlib.contextmanager
-def stop_signals() -> Iterator[None]:
+def stop_signals(cfg: DictConfig | None = None) -> Iterator[None]:
     """SIGTERM and Ctrl-C as stop requests for the job's duration; one outside training (nothing
-    to save) ends the job at once, with 128 + the signal number."""
+    to save) ends the job at once, with 128 + the signal number, keeping nothing of a run that
+    held no result yet."""
     from ..reliability import signals
 
     with _handled():
@@ -151,13 +196,17 @@ def stop_signals() -> Iterator[None]:
         _stop_if_signalled()  # one that came while they were set up (importing Lightning)
         try:
             yield
+            if output_dir := job_output_dir():
+                _finished_dir[:] = [output_dir]
         except signals.StopRequested as stop:
             from ..strategies.ddp import end_launched_job
 
             end_launched_job(succeeded=False)
-            remove_untouched_run_dir()  # stopped while building: no run directory left
+            removed = remove_untouched_run_dir(nothing_kept=True, cfg=cfg)
             if is_rank_zero():
-                print(f"\n{signals.stopped_message(stop.signum, None, False)}\n", file=sys.stderr)
+                message = signals.stopped_message(stop.signum, None, False)
+                message += " Nothing of the run is kept." if removed else ""
+                print(f"\n{message}\n", file=sys.stderr)
             sys.exit(128 + stop.signum)
 
 
@@ -167,20 +216,38 @@ def job_output_dir() -> str | None:
     return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
 
 
-def remove_untouched_run_dir(nothing_ran: bool = False) -> None:
-    """The run directory, if this process made it and it holds only Hydra's files; else, when
-    ``nothing_ran``, Hydra's record of this command (a `resume=`'s), if this process made it."""
+def remove_untouched_run_dir(
+    nothing_ran: bool = False, nothing_kept: bool = False, cfg: DictConfig | None = None
+) -> bool:
+    """The run directory, if this process made it and it holds only Hydra's files (or, when
+    ``nothing_kept``, anything but a result: a checkpoint, ``metrics.json``, the entry point's
+    ``output_file``); else, when ``nothing_ran``, Hydra's record of this command (a
+    `resume=`'s), if this process made it. Whether the directory was removed."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized() or not is_rank_zero():
-        return
+        return False
     hydra_cfg = HydraConfig.get()
     record, output_dir = hydra_cfg.output_subdir, hydra_cfg.runtime.output_dir
     log_file = OmegaConf.select(hydra_cfg, "job_logging.handlers.file.filename")  # type: ignore[arg-type]
     hydra_files = [Path(record).parts[0]] if record else []
     hydra_files += [Path(log_file).name] if log_file else []
-    if not run_dir.remove_if_untouched(output_dir, hydra_files) and nothing_ran and record:
+    if nothing_kept and not holds_a_result(Path(output_dir), cfg):
+        hydra_files = [entry.name for entry in Path(output_dir).iterdir()]
+    removed = run_dir.remove_if_untouched(output_dir, hydra_files)
+    if not removed and nothing_ran and record:
         run_dir.remove_record_if_made_here(Path(output_dir) / record)
+    return removed
+
+
+def holds_a_result(folder: Path, cfg: DictConfig | None = None) -> bool:
+    """Whether a run's directory holds something of value: a checkpoint, ``metrics.json``, or
+    the file the entry point writes (``output_file``: predict's CSV, export's ONNX)."""
+    if not folder.is_dir():
+        return False
+    output = cfg.get("output_file") if cfg is not None else None
+    results = [folder / "metrics.json", *([folder / str(output)] if output else [])]
+    return any(path.is_file() for path in results) or next(folder.rglob("*.ckpt"), None) is not None
 
 
 # Before Hydra resolves a run directory: here, or where a launcher (submitit) unpickles a task.

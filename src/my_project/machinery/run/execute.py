@@ -35,6 +35,7 @@ def fit_and_test(job: Job, fit: bool = True, test: bool = True) -> dict[str, Any
                 print("No best checkpoint was saved; testing the weights as training left them.")
             job.trainer.test(job.model, datamodule=job.datamodule, ckpt_path=best or None)
             metrics.update(job.trainer.callback_metrics)
+        signals.run_finished()  # a signal now lets the records be written, then says so
     return metrics
 
 
@@ -78,4 +79,5 @@ def stops_cleanly(job: Job, fit_metrics: dict[str, Any]) -> Iterator[None]:
 def test(job: Job) -> dict[str, Any]:
     """Test the job's model as it is (eval.py: a model loaded from its checkpoint)."""
     job.trainer.test(job.model, datamodule=job.datamodule)
+    signals.run_finished()
     return dict(job.trainer.callback_metrics)

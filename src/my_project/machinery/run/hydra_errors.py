@@ -70,6 +70,15 @@ def explain(error: Exception) -> UserError:
 
     if (found := user_error_in(error)) is not None:
         return found
+    if (unreadable := _unreadable_override()) is not None:
+        override, problem = unreadable
+        shown = (
+            override if len(override) <= 60 else f"{override[:40]}... ({len(override)} characters)"
+        )
+        key = override.split("=", 1)[0].lstrip("+~")
+        return UserError(
+            f"`{shown}` cannot be read: {problem} Fix the value of `{key}` on the command line."
+        )
     if (
         yaml_error := next((e for e in causes(error) if isinstance(e, yaml.YAMLError)), None)
     ) is not None:
@@ -87,6 +96,23 @@ def explain(error: Exception) -> UserError:
         f"{message}{_closest_keys(error)} `python {script} --help` lists the config groups and "
         "their options."
     )
+
+
+def _unreadable_override() -> tuple[str, str] | None:
+    """The first override of the command line that Hydra cannot parse on its own (a number too
+    long to convert, a bracket left open), and why: Hydra's message names no key."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for argument in sys.argv[1:]:
+        if argument.startswith("-") or "=" not in argument:
+            continue
+        try:
+            parser.parse_overrides([argument])
+        except Exception as error:
+            message = " ".join(str(error).split())
+            return argument, message if message.endswith(".") else message + "."
+    return None
 
 
 def describe_yaml_error(error: Exception, path: Path | str | None = None) -> str:

@@ -8,7 +8,6 @@ a dict of tensors a batch becomes columns (``<name>_<k>`` for several values), a
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -242,9 +241,9 @@ def write_predictions(table: Mapping[str, Tensor], path: Path) -> None:
     for i, row in enumerate(zip(*(column.tolist() for column in table.values()), strict=True)):
         cells = (f"{v:.6f}" if isinstance(v, float) else str(v) for v in row)
         lines.append(",".join([str(i), *cells]))
-    partial = path.with_name(path.name + ".part")
-    partial.write_text("\n".join(lines) + "\n")
-    os.replace(partial, path)
+    from ..reliability.atomic_io import atomic_write_text
+
+    atomic_write_text(path, "\n".join(lines) + "\n")  # no `.part` left, full disk or not
 
 
 def main() -> None:

@@ -41,8 +41,9 @@ def write_json(data: Mapping[str, Any], path: str | Path) -> Path:
         listed = ", ".join(f"{k}={data[k]}" for k in bad)
         print(f"Note: {listed} written as null to {path}.", file=sys.stderr)
     finite = {key: None if key in bad else value for key, value in data.items()}
-    path.write_text(json.dumps(finite, indent=2, allow_nan=False) + "\n")
-    return path
+    from ..reliability.atomic_io import atomic_write_text  # whole, or as it was
+
+    return atomic_write_text(path, json.dumps(finite, indent=2, allow_nan=False) + "\n")
 
 
 def run_config(ckpt_path: str | Path) -> DictConfig | None:
