@@ -81,6 +81,12 @@ CASES: list[tuple[str, str, str, str]] = [
     ),
     ("data removed", "train", "~data", "Interpolation key 'data.num_features' not found"),
     (
+        "module argument nothing gives",
+        "train",
+        "~model.num_classes",
+        "`model.num_classes` has no value: tests.machinery.docs_style.LitClassifier needs it",
+    ),
+    (
         "negative layer size",
         "train",
         "model.hidden=-5",

@@ -230,7 +230,18 @@ CASES: list[tuple[str, str, str, str]] = [
         "a number too long to read",
         "train",
         "model.lr=" + "1" * 5000,
-        "ValueError: Exceeds the limit (4300 digits)",
+        "(5009 characters)` cannot be read: Exceeds the limit (4300 digits) for integer string "
+        "conversion: value has 5000 digits; use sys.set_int_max_str_digits() to increase the "
+        "limit. Fix the value of `model.lr` on the command line.",
+    ),
+    (
+        "data the model needs more of",
+        "train",
+        "data=diabetes",
+        "`model.num_classes` has no value: my_project.models.classifier.ImageClassifier needs it "
+        "(TypeError: ImageClassifier.__init__() missing 1 required positional argument: "
+        "'num_classes'), and neither its config, nor the data module's `model_kwargs()` "
+        "(`data=diabetes`) gives it.",
     ),
     (
         "resume of a run whose log file cannot be written",
