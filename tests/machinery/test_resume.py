@@ -184,3 +184,32 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
     assert "Ctrl-C: stopping after the current batch" in output
     assert "Stopped by Ctrl-C" in output and "resume=" in output
     assert checkpoint(run_dir)["global_step"] == PAUSE_STEP
+
+
+def test_a_mid_epoch_checkpoint_on_other_devices_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Saved after step 5 of a 16-batch epoch by one process, resumed on two: the position in
+    the epoch counts one process's batches, so the rest of the epoch would be skipped. Refused
+    in one paragraph that says how to continue; the same devices resume it."""
+    from .helpers import one_paragraph_error, run_main_in_process
+
+    run = tmp_path / "run"
+    args = [*RUN, "trainer.max_epochs=1", "+trainer.max_steps=5", f"hydra.run.dir={run}"]
+    code, err = run_main_in_process("train", [*args, "test=false"], tmp_path / "a", monkeypatch)
+    assert code == 0, err[-3000:]
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    assert torch.load(checkpoint, weights_only=True)["global_step"] == 5
+    again = [*RUN, f"ckpt_path={checkpoint}", "test=false", f"hydra.run.dir={tmp_path / 'b'}"]
+    code, err = run_main_in_process(
+        "train", [*again, "trainer.devices=2"], tmp_path / "logs", monkeypatch
+    )
+    message = one_paragraph_error(code, err)
+    assert message.startswith(
+        f"Error: {checkpoint} was saved in the middle of epoch 0 (after 5 batches of each of 1 "
+        "process), and this run starts 2 processes"
+    ), message
+    assert "Resume with the devices it had (`trainer.devices=1` on one machine)" in message
+    assert not (tmp_path / "b").exists() and not (tmp_path / "logs").exists()
+    code, err = run_main_in_process("train", again, tmp_path / "logs", monkeypatch)
+    assert code == 0, err[-3000:]

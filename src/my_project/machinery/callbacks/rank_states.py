@@ -3,12 +3,15 @@
 Gathered from every process into the checkpoint and given back to each when training starts:
 the RNG states, which Lightning does not checkpoint; in a mid-epoch checkpoint, the torchmetrics
 states, which torchmetrics keeps out of checkpoints; under DDP every other callback's state (a
-best checkpoint chosen on a value each process logged). Not when the process count changed.
+best checkpoint chosen on a value each process logged). Not when the process count changed:
+a run then resumes from an epoch's end only (a mid-epoch one is refused before it starts,
+`preflight/checkpoint.py`), and says its random numbers start afresh.
 """
 
 from __future__ import annotations
 
 import random
+import sys
 from typing import Any
 
 import numpy as np
@@ -43,7 +46,19 @@ class PerRankState(Callback):
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         ranks, self._ranks = self._ranks, None
-        if not ranks or len(ranks) != trainer.world_size:
+        if ranks and len(ranks) != trainer.world_size:  # from an epoch's end (`preflight`)
+            if trainer.is_global_zero:
+                print(
+                    f"Note: the checkpoint was saved by {len(ranks)} process"
+                    f"{'es' if len(ranks) != 1 else ''} and this run has {trainer.world_size}: "
+                    "each process's random numbers start from `seed`, not from the checkpoint, so "
+                    "the run goes on exactly from the epoch's end, but draws other numbers than "
+                    "one that never changed devices.",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return
+        if not ranks:
             return
         state, modules = ranks[trainer.global_rank], dict(pl_module.named_modules())
         for name, values in state["metrics"].items():

@@ -116,6 +116,38 @@ def check_resumed_progress(ckpt_path: str, checkpoint: dict[str, Any], trainer: 
             )
 
 
+def check_resumed_processes(ckpt_path: str, trainer: Any) -> None:
+    """A checkpoint saved mid-epoch by another number of processes than this run starts: its
+    position in the epoch counts the batches of the old shares of the data, so the rest of that
+    epoch and its validation would be skipped or run twice. An epoch-end one resumes on any."""
+    checkpoint = read_checkpoint(ckpt_path)
+    fit_loop = checkpoint.get("loops", {}).get("fit_loop", {})
+    progress = fit_loop.get("epoch_loop.batch_progress", {})
+    ranks = next(
+        (
+            state["ranks"]
+            for state in (checkpoint.get("callbacks") or {}).values()
+            if isinstance(state, dict) and isinstance(state.get("ranks"), list)
+        ),
+        None,
+    )  # every process's state (`callbacks/rank_states.py`): as many as the run had
+    if ranks is None or len(ranks) == trainer.world_size or progress.get("is_last_batch", True):
+        return
+    batches = progress.get("current", {}).get("processed", 0)
+    if not batches:
+        return  # saved as the epoch began: nothing of it is done
+    epoch, was, now = checkpoint.get("epoch", 0), len(ranks), trainer.world_size
+    raise UserError(
+        f"{ckpt_path} was saved in the middle of epoch {epoch} (after {batches} batches of each "
+        f"of {was} process{'es' if was != 1 else ''}), and this run starts {now} "
+        f"process{'es' if now != 1 else ''}: the rest of that epoch and its validation would be "
+        "counted in the old processes' batches, and skipped or run twice. Resume with the "
+        f"devices it had (`trainer.devices={was}` on one machine) to finish the epoch, then "
+        "change them from a checkpoint saved at an epoch's end (`ckpt_path=` a run's "
+        "checkpoints/epoch_*.ckpt, or its last.ckpt once an epoch has ended)."
+    )
+
+
 def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     """The checkpoint holds finite weights of exactly this model's shapes; its ``epoch``,
     ``global_step`` and ``logger_step``."""

@@ -187,7 +187,7 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     """A fit's objects built, the model checked against the checkpoint, the training data and
     the config's schedules tried: before anything is written."""
     from ..preflight import contract, data, schedules
-    from ..preflight.checkpoint import check_checkpoint_matches
+    from ..preflight.checkpoint import check_checkpoint_matches, check_resumed_processes
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
@@ -198,6 +198,8 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
         contract.check_parameters(model)
     job = _job(cfg, config, data_module, model, ckpt_path)
     job.resumed = check_checkpoint_matches(ckpt_path, model) if ckpt_path else {}
+    if ckpt_path and fit:
+        check_resumed_processes(ckpt_path, job.trainer)
     if fit and is_rank_zero():
         with built_from(cfg, "data"):
             batches = data.check_training_data(data_module, job.trainer)
