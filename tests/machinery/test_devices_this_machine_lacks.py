@@ -57,3 +57,28 @@ def test_train_stops_in_one_line_before_the_run(
     (line,) = [line for line in result.stderr.splitlines() if line.strip()]
     assert line.startswith("Error: trainer.") and expected in line
     assert {p.name for p in tmp_path.iterdir()} <= {".hydra", "train.log"}  # Hydra's own only
+
+
+@pytest.mark.parametrize(
+    ("devices", "expected"),
+    [
+        (4, "trainer.devices=4 asks for 4 GPUs, but this machine has 2: use `trainer.devices=2`"),
+        ("3", "trainer.devices=3 asks for 3 GPUs, but this machine has 2"),
+        ([0, 3], "trainer.devices=[0, 3] asks for GPU 3 (GPUs are counted from 0)"),
+        ("0,2", "trainer.devices=0,2 asks for GPU 2"),
+    ],
+)
+def test_more_gpus_than_the_machine_has_says_what_to_type(
+    devices: object, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine with two GPUs (as torch reports them), whatever this one has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    for accelerator in ("gpu", "cuda", "auto"):
+        with pytest.raises(UserError) as refused:
+            check_devices({"accelerator": accelerator, "devices": devices})
+        assert str(refused.value).startswith(expected)
+        assert "(or `trainer.devices=-1` for all of them)" in str(refused.value)
+    check_devices({"accelerator": "gpu", "devices": 2})
+    check_devices({"accelerator": "gpu", "devices": [1]})
+    check_devices({"accelerator": "cpu", "devices": 4})  # CPU processes: as many as asked

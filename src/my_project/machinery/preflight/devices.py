@@ -37,10 +37,39 @@ def check_devices(trainer: Mapping[str, Any]) -> None:
             f"trainer.accelerator={asked} asks for {'Apple silicon' if asked == 'mps' else 'a GPU'}"
         )
     else:
+        check_gpu_count(trainer, asked, torch.cuda.device_count() if cuda else 0)
         return
     raise UserError(
         f"{what}, but this machine has none: run on the CPU with `trainer=cpu` (or "
         "`trainer=ddp_cpu` for two CPU processes)."
+    )
+
+
+def check_gpu_count(trainer: Mapping[str, Any], asked: str, gpus: int) -> None:
+    """More CUDA GPUs asked for (``devices=4``, ``devices=[0,3]``) than this machine has."""
+    devices = trainer.get("devices", "auto")
+    if asked not in ("gpu", "cuda", "auto") or not gpus or isinstance(devices, bool):
+        return
+    if isinstance(devices, str) and devices.strip().lstrip("-").isdigit():
+        devices = int(devices)
+    if isinstance(devices, int):
+        wanted, highest = devices, devices - 1
+    elif isinstance(devices, (list, tuple)) or (isinstance(devices, str) and "," in devices):
+        ids = [
+            int(i)
+            for i in (devices.split(",") if isinstance(devices, str) else devices)
+            if str(i).strip()
+        ]
+        wanted, highest = len(ids), max(ids, default=-1)
+    else:
+        return
+    if wanted <= gpus and highest < gpus:
+        return
+    what = f"{wanted} GPUs" if wanted > gpus else f"GPU {highest} (GPUs are counted from 0)"
+    raise UserError(
+        f"trainer.devices={devices} asks for {what}, but this machine has {gpus}: use "
+        f"`trainer.devices={gpus}` (or `trainer.devices=-1` for all of them), or run on several "
+        "machines (`trainer.num_nodes`, with torchrun or SLURM)."
     )
 
 
