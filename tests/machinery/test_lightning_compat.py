@@ -11,6 +11,7 @@ import hashlib
 import inspect
 from typing import Any
 
+import hydra
 import lightning
 import pytest
 import torch
@@ -125,3 +126,66 @@ def test_the_imported_private_names_have_the_signatures_used() -> None:
 def test_the_ddp_launch_is_read_from_the_strategy(start: str) -> None:
     trainer = Trainer(accelerator="cpu", devices=2, strategy=f"ddp_{start}".replace("_popen", ""))
     assert compat.ddp_launch(trainer.strategy) == (start, "gloo")
+
+
+class LooksAtTheTestsValues(Callback):
+    """What `callbacks/whole_metrics.py` reads and switches, as the test's last batch ends."""
+
+    def __init__(self) -> None:
+        self.combinable: dict[str, bool] = {}
+
+    def on_test_batch_end(self, trainer: Trainer, *args: Any, **kwargs: Any) -> None:
+        if not trainer.test_loop.batch_progress.is_last_batch:
+            return
+        for entry in compat.logged_entries(compat.active_results(trainer)):
+            self.combinable[compat.logged_name(entry)] = compat.combinable(entry)
+            if compat.combinable(entry):
+                compat.combine_across_processes(entry, True)
+                assert entry.meta.sync.should and not compat.combinable(entry)
+                compat.combine_across_processes(entry, False)  # one process: nothing to combine
+
+
+def test_a_value_logged_without_sync_dist_is_one_lightning_can_combine() -> None:
+    """A plain tensor logged for the epoch is combinable (Lightning keeps its sum and sample
+    count, and syncs it as `sync_dist=True` once told to; in one process Lightning drops
+    `sync_dist`, so `test_loss` is too); a torchmetrics metric, which syncs itself, is not."""
+    look = LooksAtTheTestsValues()
+    trainer = Trainer(
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[look],
+    )
+    trainer.test(LitClassifier(16, 4), datamodule=LitDataModule())
+    assert look.combinable == {"test_loss": True, "test_acc": False, "test_error": True}
+
+
+def test_hydras_error_reporting_is_wrapped_only_where_it_was_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hydra._internal.utils as hydra_utils
+
+    from my_project.machinery import hydra_compat
+
+    assert hydra_compat.checked(), f"Hydra {hydra.__version__}: check hydra_compat, then widen"
+    assert list(inspect.signature(hydra_utils.run_and_report).parameters) == ["func"]
+    original, calls = hydra_utils.run_and_report, []
+
+    def wrap(func: Any) -> Any:
+        calls.append(func)
+        return func
+
+    with hydra_compat.errors_reported_by(wrap) as applied:
+        assert applied and hydra_utils.run_and_report(lambda: 7) == 7 and len(calls) == 1
+    assert hydra_utils.run_and_report is original
+    monkeypatch.setattr(hydra_compat, "CHECKED", (Version("0.1"), Version("0.2")))
+    with hydra_compat.errors_reported_by(wrap) as applied:
+        assert not applied and hydra_utils.run_and_report is original
+
+
+def test_hydras_command_line_parser_knows_its_flags_and_the_overrides() -> None:
+    from my_project.machinery import hydra_compat
+
+    args = hydra_compat.args_parser().parse_args(["--config-dir=/x", "-m", "a=1", "b=2"])
+    assert (args.config_dir, args.multirun, args.overrides) == ("/x", True, ["a=1", "b=2"])
