@@ -36,10 +36,11 @@ _launched: dict[str, Any] | None = None  # what the launcher started and changed
 
 def hydra_job_command() -> tuple[list[str], str]:
     """The command (and working directory) that re-runs the current Hydra job as a single run."""
-    from ..hydra_compat import args_parser as get_args_parser
     from hydra.core.hydra_config import HydraConfig
 
     import __main__
+
+    from ..hydra_compat import args_parser as get_args_parser
 
     hydra_cfg = HydraConfig.get()
     cwd = hydra_cfg.runtime.cwd  # where the user started the script
