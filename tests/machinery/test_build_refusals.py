@@ -243,7 +243,9 @@ CASES += [
         f"key nothing of {script} reads",
         script,
         "+input_path={tmp}/inputs.npy ckpt_path={run}/checkpoints/last.ckpt",
-        f"`+input_path={{tmp}}/inputs.npy` adds `input_path`, which nothing of {script}.py reads",
+        "`+input_path={tmp}/inputs.npy` adds `input_path`, which nothing of "
+        + script
+        + ".py reads",
     )
     for script in ("train", "eval", "predict", "serve", "export")
 ]

@@ -60,6 +60,10 @@ def passes_its_settings_on(**settings: Any) -> nn.Module:
     return nn.Linear(4, 8, **settings)
 
 
+def leaves_an_argument_out(hidden: int) -> nn.Module:
+    return nn.Linear(hidden)  # type: ignore[call-arg]
+
+
 def test_a_library_that_refuses_what_it_was_handed_is_a_value_refused() -> None:
     """No frame of the team's code: the machinery handed torch the config's value."""
     error = raised(eval, "torch.nn.Linear(4, -5)", {"torch": torch})
@@ -103,6 +107,8 @@ def test_a_misspelt_keyword_is_the_teams_bug_unless_the_config_passed_it_on() ->
     assert teams_bug(error, [8], keys={"hidden"}) is error
     passed_on = raised(passes_its_settings_on, bais=False)
     assert teams_bug(passed_on, [False], keys={"bais"}) is None
+    left_out = raised(leaves_an_argument_out, 8)
+    assert teams_bug(left_out, [8], keys={"hidden"}) is left_out
 
 
 def test_the_teams_error_behind_a_librarys_wrapper_is_what_is_shown(tmp_path: Path) -> None:

@@ -37,7 +37,9 @@ _STDLIB = tuple(
 )
 _RAISE = dis.opmap["RAISE_VARARGS"]
 _UNPACK = {dis.opmap[n] for n in ("UNPACK_SEQUENCE", "UNPACK_EX")}
-# What Python says when a call's arguments do not fit the callee's parameters.
+# What Python says when a call's arguments do not fit the callee's parameters: a keyword it
+# lacks, or too few or too many of them.
+_ARITY = re.compile(r"missing \d+ required|takes \d+ positional|positional arguments? but")
 _BINDING = re.compile(
     r"(?:unexpected keyword argument|multiple values for (?:keyword )?argument) '(\w+)'"
 )
@@ -102,6 +104,11 @@ def _explained(
         return _holds(in_play, given)
     if raised_here and isinstance(error, TypeError) and (match := _BINDING.search(str(error))):
         return match[1] in keys  # a keyword passed on from the config, or the team's typo
+    if raised_here and isinstance(error, TypeError) and _ARITY.search(str(error)):
+        # the call site's own arguments, unless they come as `**settings` of the run
+        return "**" in _failed(code, lasti) and _holds(
+            _named_values(frame, _failed(code, lasti)), given
+        )
     text = _failed(code, lasti)
     if raised_here and opcode in _UNPACK:  # its positions are the targets: read the value
         text = _statement(code, lasti)

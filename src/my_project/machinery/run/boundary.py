@@ -26,7 +26,8 @@ or was raised in, the team's code):
   or string it is a method of, holds a value of the run (``nn.Linear(n, hidden)`` raising inside
   torch for ``hidden=-5``, ``getattr(nn, activation)``, ``root.mkdir()`` under a file); a
   subscript is refused when its key does (``table[activation]``); a call with a keyword the
-  callee lacks, when the keyword is a key of the config (a ``**kwargs`` passed on);
+  callee lacks, when the keyword is a key of the config (a ``**kwargs`` passed on), and one
+  with too few or too many arguments, when they come as ``**settings`` holding the run's;
 - anything else is a bug: an attribute or a name misspelt, ``first, last = (16, 32, 4)``, a
   literal index ``self.net[5]`` that torch refuses, a size the team's code makes from nothing
   the run gave (``nn.Linear(4, len(layers) - 1)``).
