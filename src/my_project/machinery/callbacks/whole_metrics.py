@@ -12,7 +12,9 @@ of its own, and nothing per step: the sums meet once an epoch, where Lightning c
 
 What cannot be combined is said plainly at the end of the loop, with how to fix it: a value a
 module logs in its own ``on_*_epoch_end`` (after its loader's last batch: its own number, not a
-sum), or one logged with ``rank_zero_only=True``.
+sum), or one logged with ``rank_zero_only=True``. As with ``sync_dist=True``, every process must
+log the same values: one logged by rank 0 alone (``if self.global_rank == 0:``) would wait for
+the others; log it with ``rank_zero_only=True`` instead, as Lightning's docs say.
 """
 
 from __future__ import annotations
