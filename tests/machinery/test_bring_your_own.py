@@ -167,7 +167,11 @@ def test_a_module_that_needs_what_nobody_gives_is_named(
         env=env,
     )
     assert result.returncode == 2, result.stderr[-3000:]
-    assert "`model=mine` was refused by lit_mine.LitClassifier: TypeError:" in result.stderr
-    assert "'num_features' and 'num_classes'" in result.stderr
+    message = " ".join(result.stderr.split())
+    assert (
+        "`model.num_features` and `model.num_classes` have no value: lit_mine.LitClassifier "
+        "needs them (TypeError:" in message
+    )
+    assert "'num_features' and 'num_classes'" in message
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()

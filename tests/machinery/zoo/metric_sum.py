@@ -57,7 +57,7 @@ class SyncedRegressor(L.LightningModule):
         loss = F.mse_loss(predicted, y)
         self.test_mae(predicted, y)
         self.log("test_loss", loss, sync_dist=True)
-        self.log("test_loss_unsynced", loss)  # no sync_dist: each process's own mean
+        self.log("test_loss_unsynced", loss)  # no sync_dist: as the Lightning docs write it
         self.log("test_mae", self.test_mae)
 
     def configure_optimizers(self):
