@@ -82,9 +82,14 @@ def install_handlers() -> None:
 
 
 def run_finished() -> None:
-    """The run's work is done (training, the test): a stop request from now on lets its
-    records (``metrics.json``...) be written whole, and is said after them, in one line."""
+    """The run's work is done (training, the test; a server is up): a stop request from now on
+    lets its records (``metrics.json``...) be written whole, and is said after them, in one
+    line; what the run wrote is kept."""
     _State.finished = True
+
+
+def has_finished() -> bool:
+    return _State.finished
 
 
 class StopTogether(Checkpoint):

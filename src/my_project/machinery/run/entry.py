@@ -202,7 +202,7 @@ def stop_signals(cfg: DictConfig | None = None) -> Iterator[None]:
             from ..strategies.ddp import end_launched_job
 
             end_launched_job(succeeded=False)
-            removed = remove_untouched_run_dir(nothing_kept=True, cfg=cfg)
+            removed = remove_untouched_run_dir(nothing_kept=not signals.has_finished(), cfg=cfg)
             if is_rank_zero():
                 message = signals.stopped_message(stop.signum, None, False)
                 message += " Nothing of the run is kept." if removed else ""

@@ -72,6 +72,9 @@ def serve(cfg: DictConfig) -> None:
     url = f"http://{'localhost' if cfg.host == '127.0.0.1' else cfg.host}:{cfg.port}"
     send = 'POST {"inputs": [...]}, inputs shaped ' + shown(shape, dtype)
     print(f"Serving {type(model).__name__} of {ckpt_path} at {url}/predict: {send}.", flush=True)
+    from ..reliability import signals
+
+    signals.run_finished()  # up: a stop is how it ends, and keeps what it wrote
     with stops_as_litserve_expects():  # run, until stopped
         server.run(
             host=cfg.host, port=cfg.port, log_level=cfg.log_level, generate_client_file=False
