@@ -80,6 +80,7 @@ def test_outside_training_a_signal_stops_at_once(monkeypatch: pytest.MonkeyPatch
         assert stop.value.signum == signal.SIGTERM
         assert signals.requested_signal() == signal.SIGTERM
     finally:
+        signals.forget_requests()  # a later Trainer of this process must not stop
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
 

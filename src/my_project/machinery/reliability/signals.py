@@ -74,11 +74,17 @@ def _handle(signum: int, frame: FrameType | None) -> None:
 
 def install_handlers() -> None:
     """Make SIGTERM and Ctrl-C request a stop (see the module docstring); main thread only."""
-    _State.received, _State.agreed, _State.in_training_loop = [], False, False
-    _State.finished = False
+    forget_requests()
     if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
             signal.signal(signum, _handle)
+
+
+def forget_requests() -> None:
+    """A job's stop requests and state gone (it ended): the next Trainer of this process, a
+    notebook's or a test's, starts afresh."""
+    _State.received, _State.agreed, _State.in_training_loop = [], False, False
+    _State.finished = False
 
 
 def run_finished() -> None:

@@ -134,9 +134,7 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                 if stop.code in _STOP_EXITS:
                     remove_untouched_run_dir(nothing_kept=True, cfg=cfg)
                 raise
-        from ..reliability import signals
-
-        _said_after_finish([signum] if (signum := signals.requested_signal()) else [])
+        _said_after_finish(_after_finish)
         return result
 
     return job
@@ -171,6 +169,7 @@ def _said_after_finish(received: list[int]) -> None:
 
 
 _finished_dir: list[str] = []  # the directory of the job that finished last (for the line above)
+_after_finish: list[int] = []  # a stop signal that came once the job's work was done
 
 
 def _stop_if_signalled() -> None:
@@ -198,6 +197,8 @@ def stop_signals(cfg: DictConfig | None = None) -> Iterator[None]:
             yield
             if output_dir := job_output_dir():
                 _finished_dir[:] = [output_dir]
+            signum = signals.requested_signal()  # one that came once the run had finished
+            _after_finish[:] = [signum] if signum is not None else []
         except signals.StopRequested as stop:
             from ..strategies.ddp import end_launched_job
 
@@ -208,6 +209,8 @@ def stop_signals(cfg: DictConfig | None = None) -> Iterator[None]:
                 message += " Nothing of the run is kept." if removed else ""
                 print(f"\n{message}\n", file=sys.stderr)
             sys.exit(128 + stop.signum)
+        finally:
+            signals.forget_requests()
 
 
 def job_output_dir() -> str | None:
