@@ -13,7 +13,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class UserError(Exception):
     """Bad input: the message says what was wrong and what to do. ``every_rank``: raised alike
-    by every process, so only rank 0 shows it; ``exit_code``: 2, or a full disk's 1."""
+    by every process, so only rank 0 shows it; ``exit_code``: 2, or a NaN loss's 3."""
 
     exit_code = 2
 
