@@ -226,3 +226,24 @@ def test_pack_padded_sequence_is_refused_naming_the_line_and_the_module_it_calls
         "(GRU.forward): "
     )
     assert not (tmp_path / "model.onnx").exists()
+
+
+def test_a_forward_of_the_dict_batch_is_exported_an_input_per_key(tmp_path: Path) -> None:
+    """No predict_step: Lightning's calls `self(batch)`, forward reads the dict's tensors."""
+    import lightning as L
+
+    from .zoo.padded import SequenceClassifier, SequenceData
+
+    class ForwardOfTheBatch(SequenceClassifier):
+        predict_step = L.LightningModule.predict_step
+
+        def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            return super().forward(batch["tokens"], batch["mask"])
+
+    model, data = ForwardOfTheBatch().eval(), SequenceData()
+    data.setup("test")
+    calls = [forward_call(model, b, False, "the test split") for b in data.test_dataloader()]
+    assert list(calls[0].tensors) == ["tokens", "mask", "label"]
+    export_onnx(model, calls, tmp_path / "model.onnx", free_sizes=True)
+    difference, shown = check_with_onnxruntime(tmp_path / "model.onnx", model, calls, 1e-5, 1e-4)
+    assert difference <= 1e-5 and shown.startswith("inputs `tokens` (batch, *) int64, `mask` ")

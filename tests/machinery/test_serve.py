@@ -445,7 +445,9 @@ def test_a_request_of_named_inputs_that_does_not_fit_is_one_sentence(
     assert refused.value.status_code == 422 and fragment in detail and one_sentence(detail), detail
 
 
-def test_a_request_of_named_inputs_the_model_fails_on_is_answered_alone(tmp_path: Path) -> None:
+def test_a_request_of_named_inputs_the_model_fails_on_is_answered_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A token id past the vocabulary fits every check of names, dimensions and dtypes: the
     model's complaint answers that request (422, one sentence), the others of its batch get
     their rows; the data's own batch was answered at start."""
@@ -482,3 +484,5 @@ def test_a_request_of_named_inputs_the_model_fails_on_is_answered_alone(tmp_path
     detail = json.loads(refused.body)["detail"]
     assert detail.startswith("The model cannot take the request's inputs (IndexError: index out")
     assert one_sentence(detail), detail
+    (logged,) = [r for r in caplog.records if "failed on a request's inputs" in r.getMessage()]
+    assert logged.exc_info is not None  # its traceback in the server's log

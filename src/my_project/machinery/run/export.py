@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,8 +66,8 @@ def export(cfg: DictConfig) -> Path:
     own = is_overridden("predict_step", model)
     source = f"the {cfg.split} split"
     calls = [forward_call(model, batch, own, source) for loader in loaders for batch in loader]
-    named = isinstance(first, dict) or (
-        isinstance(first, (list, tuple)) and isinstance(first[0], dict)
+    named = isinstance(first, Mapping) or (
+        isinstance(first, (list, tuple)) and isinstance(first[0], Mapping)
     )
     print_config_tree(config)
     with tempfile.TemporaryDirectory(prefix="export-") as scratch:  # run
@@ -92,8 +92,8 @@ def forward_call(model: Any, batch: Any, own: bool, source: str) -> Call:
     the call (its own ``predict_step``, else ``forward`` of the batch's inputs)."""
     import torch
 
-    from .inputs import call_model, inputs_of
-    from .predict import _count, cannot_take
+    from .inputs import call_model, inputs_of, samples_in
+    from .predict import cannot_take
 
     seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     handle = model.register_forward_pre_hook(
@@ -117,10 +117,22 @@ def forward_call(model: Any, batch: Any, own: bool, source: str) -> Call:
         )
     args, kwargs = seen[0]
     bound = inspect.signature(model.forward).bind(*args, **kwargs)
-    tensors = {k: v for k, v in bound.arguments.items() if isinstance(v, torch.Tensor)}
+    tensors: dict[
+        str, Tensor
+    ] = {}  # by name: an argument's, a dict argument's key, `<argument>_<k>` in a list
+    for name, value in bound.arguments.items():
+        if isinstance(value, Mapping):
+            tensors |= {str(k): v for k, v in value.items() if isinstance(v, torch.Tensor)}
+        elif isinstance(value, (list, tuple)):
+            tensors |= {
+                f"{name}_{k}": v for k, v in enumerate(value) if isinstance(v, torch.Tensor)
+            }
+        elif isinstance(value, torch.Tensor):
+            tensors[name] = value
     if len(tensors) == 1:
         tensors = {"input": next(iter(tensors.values()))}
-    return Call(bound.args, bound.kwargs, dict(bound.arguments), tensors, _count(inputs_of(batch)))
+    arguments = dict(bound.arguments)
+    return Call(bound.args, bound.kwargs, arguments, tensors, samples_in(inputs_of(batch)))
 
 
 def export_onnx(model: Any, calls: list[Call], path: Path, free_sizes: bool = False) -> None:
@@ -134,18 +146,29 @@ def export_onnx(model: Any, calls: list[Call], path: Path, free_sizes: bool = Fa
 
     sample = next((c for c in calls if c.rows >= 2), calls[0])
     batch = torch.export.Dim("batch")
-    dynamic: dict[str, Any] = {}
-    for name, value in sample.arguments.items():
-        if not isinstance(value, torch.Tensor):
-            dynamic[name] = None
-            continue
-        sizes = {d: {c.arguments[name].shape[d] for c in calls} for d in range(1, value.dim())}
-        dims = {
+
+    def dims(values: list[Any], rows: list[int]) -> Any:
+        """torch.export's dynamic shapes of one argument, seen as ``values`` in the calls: the
+        batch's dimension, the others that differ between calls (all, ``free_sizes``)."""
+        first = values[0]
+        if isinstance(first, Mapping):
+            return {key: dims([v[key] for v in values], rows) for key in first}
+        if isinstance(first, (list, tuple)):
+            return type(first)(dims([v[k] for v in values], rows) for k in range(len(first)))
+        if not isinstance(first, torch.Tensor) or not first.dim():
+            return None
+        sizes = {d: {v.shape[d] for v in values} for d in range(1, first.dim())}
+        found: dict[int, Any] = {
             d: torch.export.Dim.AUTO for d, seen in sizes.items() if free_sizes or len(seen) > 1
         }
-        if value.dim() and all(c.arguments[name].shape[0] == c.rows for c in calls):
-            dims[0] = batch
-        dynamic[name] = dims
+        if all(v.shape[0] == n for v, n in zip(values, rows, strict=True)):
+            found[0] = batch
+        return found
+
+    rows = [call.rows for call in calls]
+    dynamic = {
+        name: dims([call.arguments[name] for call in calls], rows) for name in sample.arguments
+    }
     with torch.no_grad():
         outputs = list(named_outputs(model(*sample.args, **sample.kwargs)))
     quiet = io.StringIO()
@@ -155,9 +178,9 @@ def export_onnx(model: Any, calls: list[Call], path: Path, free_sizes: bool = Fa
             try:
                 torch.onnx.export(
                     model,
-                    sample.args,
+                    (),  # every argument by name: a dict last in args would be taken as kwargs
                     f=path,
-                    kwargs=sample.kwargs,
+                    kwargs=sample.arguments,
                     dynamo=True,
                     external_data=False,
                     verbose=False,
@@ -185,7 +208,7 @@ def exported(model: Any, sample: Call, dynamic: dict[str, Any]) -> Any:
 
     try:
         return torch.export.export(
-            model, sample.args, sample.kwargs, dynamic_shapes=dynamic, strict=False
+            model, (), sample.arguments, dynamic_shapes=dynamic, strict=False
         )
     except Exception:  # the exporter's own failure, which the caller reports
         return None

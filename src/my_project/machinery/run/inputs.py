@@ -150,6 +150,13 @@ def inputs_of(batch: Any) -> Any:
     return batch[0] if isinstance(batch, (list, tuple)) else batch
 
 
+def samples_in(inputs: Any) -> int:
+    """The number of samples of a batch's inputs (a tensor, or a dict of them)."""
+    if isinstance(inputs, Mapping):
+        return samples_in(next(iter(inputs.values()))) if inputs else 0
+    return len(inputs)
+
+
 def signature_of(batches: Sequence[Any], model: Any, own: bool, name: str) -> Signature:
     """The signature of the data's ``batches`` (the first ones of a split) for ``model``:
     ``own``, whether it has its own predict_step. Reads the keys of dict inputs by running the

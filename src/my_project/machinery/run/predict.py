@@ -24,7 +24,7 @@ from . import entry
 from .boundary import describe
 from .checkpoint_config import checkpoint_run
 from .input_files import input_files, read_inputs
-from .inputs import Refused, Signature, chunks, inputs_of, signature_of
+from .inputs import Refused, Signature, chunks, inputs_of, samples_in, signature_of
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -86,7 +86,9 @@ def predict(cfg: DictConfig) -> Path:
         table["dataloader"] = torch.cat([torch.full((b.rows,), i) for i, b in enumerate(batches)])
     table = {k: v for k, v in columns(table).items() if len(v) == count}
     if given and Path(str(given)).is_dir():  # which file each row is of
-        table["file"] = [file.name for file, arrays in files.items() for _ in range(_count(arrays))]
+        table["file"] = [
+            file.name for file, arrays in files.items() for _ in range(samples_in(arrays))
+        ]
     write_predictions({**table, **predicted}, path)
     print(f"Wrote {count} predictions for {source} to {path}{score(predicted, table)}")
     return path
@@ -175,18 +177,11 @@ class Batches:
         for batch in self.loader:
             if self.keep_targets and isinstance(batch, (list, tuple)) and len(batch) > 1:
                 self.targets.append(batch[1])
-            self.rows += _count(inputs_of(batch))
+            self.rows += samples_in(inputs_of(batch))
             yield batch if self.whole else inputs_of(batch)
 
     def __len__(self) -> int:  # for the progress bar
         return len(self.loader)
-
-
-def _count(inputs: Any) -> int:
-    """The number of samples of a batch's inputs (a tensor, or a dict of them)."""
-    if isinstance(inputs, Mapping):
-        return _count(next(iter(inputs.values()))) if inputs else 0
-    return len(inputs)
 
 
 def classifier_of(model: Any, batch: Any) -> str | None:

@@ -19,7 +19,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.responses import JSONResponse
 
 from ..errors import UserError
-from .inputs import ONE, Arrays, Refused, Signature, call_model, inputs_of, said
+from .inputs import ONE, Arrays, Refused, Signature, call_model, inputs_of, said, samples_in
 from .predict import cannot_take, named_outputs
 
 if TYPE_CHECKING:
@@ -64,8 +64,7 @@ def answer(model: Any, batch: Any, own: bool, task: str | None) -> dict[str, tor
     :class:`UserError` for anything without a row per input."""
     output = call_model(model, batch, own)
     named = named_outputs(output, task)
-    inputs = inputs_of(batch)
-    count = len(next(iter(inputs.values())) if isinstance(inputs, dict) else inputs)
+    count = samples_in(inputs_of(batch))
     for key, value in named.items():
         if value.dim() == 0 or len(value) != count:
             raise UserError(
