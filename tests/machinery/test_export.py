@@ -247,3 +247,19 @@ def test_a_forward_of_the_dict_batch_is_exported_an_input_per_key(tmp_path: Path
     export_onnx(model, calls, tmp_path / "model.onnx", free_sizes=True)
     difference, shown = check_with_onnxruntime(tmp_path / "model.onnx", model, calls, 1e-5, 1e-4)
     assert difference <= 1e-5 and shown.startswith("inputs `tokens` (batch, *) int64, `mask` ")
+
+
+def test_a_predict_step_calling_self_forward_gives_forwards_arguments() -> None:
+    from .zoo.padded import SequenceClassifier, SequenceData
+
+    class CallsForward(SequenceClassifier):
+        def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+            return self.forward(batch["tokens"], batch["mask"]).softmax(-1)
+
+    model, data = CallsForward().eval(), SequenceData()
+    data.setup("test")
+    batch = next(iter(data.test_dataloader()))
+    call = forward_call(model, batch, True, "the test split")
+    assert list(call.tensors) == ["tokens", "mask"]
+    assert torch.equal(call.tensors["tokens"], batch["tokens"])
+    assert "forward" not in vars(model)  # the module as it was

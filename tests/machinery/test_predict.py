@@ -401,10 +401,19 @@ def test_files_the_model_cannot_take_are_one_paragraph_and_nothing_is_written(
 
 
 @pytest.mark.slow
-def test_input_path_typed_with_a_plus_predicts_that_file(checkpoint: Path, tmp_path: Path) -> None:
-    """`+input_path=x.npy`, as Hydra once advised: the file's predictions, never the split's."""
-    np.save(tmp_path / "x.npy", split_inputs()[:10])
+def test_input_path_typed_with_a_plus_reads_that_file_never_the_split(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """`+input_path=x.npy`, as Hydra once advised, from the command line: the file is read (its
+    rows with NaN or inf named), one paragraph, exit status 2, nothing written."""
+    np.save(tmp_path / "x.npy", NON_FINITE)
     result = predict_into(tmp_path / "out", checkpoint, f"+input_path={tmp_path / 'x.npy'}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"Wrote 10 predictions for input_path={tmp_path / 'x.npy'}" in result.stdout
-    assert len(read_csv(tmp_path / "out" / "predictions.csv")) == 10
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    paragraphs = [p for p in result.stderr.strip().split("\n\n") if p.strip()]
+    assert len(paragraphs) == 1 and paragraphs[0].startswith("Error: "), result.stderr
+    message = " ".join(result.stderr.split())
+    assert (
+        f"{tmp_path / 'x.npy'} has NaN or infinite values in 2 of its 5 inputs (rows 1, 3, from 0)"
+    ) in message
+    assert not (tmp_path / "out").exists()

@@ -484,5 +484,7 @@ def test_a_request_of_named_inputs_the_model_fails_on_is_answered_alone(
     detail = json.loads(refused.body)["detail"]
     assert detail.startswith("The model cannot take the request's inputs (IndexError: index out")
     assert one_sentence(detail), detail
-    (logged,) = [r for r in caplog.records if "failed on a request's inputs" in r.getMessage()]
-    assert logged.exc_info is not None  # its traceback in the server's log
+    logged = [r for r in caplog.records if "failed on a request's inputs" in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # its traceback in the server's log
+    alone = api.predict(decoded[1])  # max_batch_size=1: LitServe passes the one request
+    assert api.encode_response(alone, contexts[1]).status_code == 422

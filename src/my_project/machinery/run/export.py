@@ -96,10 +96,14 @@ def forward_call(model: Any, batch: Any, own: bool, source: str) -> Call:
     from .predict import cannot_take
 
     seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-    handle = model.register_forward_pre_hook(
-        lambda module, args, kwargs: seen.append((args, dict(kwargs))) if not seen else None,
-        with_kwargs=True,
-    )
+    forward = model.forward
+
+    def noted(*args: Any, **kwargs: Any) -> Any:  # `self(...)` and `self.forward(...)` alike
+        if not seen:
+            seen.append((args, kwargs))
+        return forward(*args, **kwargs)
+
+    model.forward = noted  # on the instance, for this one call
     try:
         with torch.no_grad():
             call_model(model, batch, own)
@@ -108,12 +112,12 @@ def forward_call(model: Any, batch: Any, own: bool, source: str) -> Call:
             raise  # the module's own predict_step: its traceback
         raise cannot_take(model, source, error) from error
     finally:
-        handle.remove()
+        del model.forward
     if not seen:
         raise UserError(
-            f"{type(model).__name__}'s predict_step does not call the module (`self(...)`), so "
-            "export.py cannot tell what its forward takes; call `self(...)` there (not "
-            "`self.forward(...)`), or export a module whose forward takes the batch's inputs."
+            f"{type(model).__name__}'s predict_step does not call its forward, so export.py "
+            "cannot tell what forward takes; export a module whose predict_step calls "
+            "`self(...)`, or one without a predict_step whose forward takes the batch's inputs."
         )
     args, kwargs = seen[0]
     bound = inspect.signature(model.forward).bind(*args, **kwargs)

@@ -145,7 +145,8 @@ class CheckpointAPI(ls.LitAPI):
     def predict(self, inputs: Arrays | list[Arrays]) -> Any:
         if isinstance(inputs, list):
             return [self._answer_alone(arrays) for arrays in inputs]
-        return self._answer(inputs)
+        # one request (max_batch_size=1: LitServe batches nothing)
+        return self._answer_alone(inputs) if self.signature.named else self._answer(inputs)
 
     def _answer(self, arrays: Arrays) -> dict[str, torch.Tensor]:
         import torch
