@@ -23,7 +23,7 @@ import torch
 
 from my_project.machinery.errors import UserError
 from my_project.machinery.run import serve_api
-from my_project.machinery.run.inputs import Signature, signature_of
+from my_project.machinery.run.inputs import Refused, Signature, signature_of
 from my_project.machinery.run.serve import check_address
 from my_project.machinery.run.serve_api import CheckpointAPI, check_it_answers, request_inputs
 
@@ -488,3 +488,22 @@ def test_a_request_of_named_inputs_the_model_fails_on_is_answered_alone(
     assert logged and logged[0].exc_info is not None  # its traceback in the server's log
     alone = api.predict(decoded[1])  # max_batch_size=1: LitServe passes the one request
     assert api.encode_response(alone, contexts[1]).status_code == 422
+
+
+def test_what_a_dict_batch_holds_besides_tensors_is_left_as_the_data_gives_it() -> None:
+    """A collate_fn that keeps each sequence's text beside its tensors: not an input unless
+    the model reads it, and then refused in one sentence naming it."""
+    from .zoo.padded import SequenceClassifier
+
+    class ReadsTheText(SequenceClassifier):
+        def predict_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+            assert all(isinstance(text, str) for text in batch["text"])
+            return self(batch["tokens"], batch["mask"])
+
+    batches = [{**batch, "text": ["a"] * len(batch["label"])} for batch in padded_batches()]
+    signature = signature_of(batches, SequenceClassifier().eval(), True, "SequenceClassifier")
+    assert [spec.name for spec in signature.inputs] == ["tokens", "mask"]
+    made = signature.batch(signature.check({"tokens": [[1, 2]], "mask": [[1, 1]]})[0])
+    assert made["text"] == batches[0]["text"]  # as the data gave it in its first batch
+    with pytest.raises(Refused, match=r"reads `text` from its batches, a list; serve.py"):
+        signature_of(batches, ReadsTheText().eval(), True, "ReadsTheText")

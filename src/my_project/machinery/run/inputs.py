@@ -169,13 +169,19 @@ def signature_of(batches: Sequence[Any], model: Any, own: bool, name: str) -> Si
     if isinstance(first, torch.Tensor) and first.dim() >= 1:
         spec = Spec(ONE, tuple(first.shape[1:]), _dtype(first))
         return Signature((spec,), False, (), example)
-    if not (isinstance(first, Mapping) and first and all(_is_rows(v) for v in first.values())):
+    if not (isinstance(first, Mapping) and any(_is_rows(v) for v in first.values())):
         raise Refused(
             f"{name} takes {type(first).__name__} inputs; serve.py, export.py and predict.py's "
             "input files take a tensor, a batch of samples along its first dimension, or a "
             "dict of such tensors"
         )
     keys = keys_read(model, batches[0], own)
+    others = [k for k in keys if not _is_rows(first[k])]
+    if others:
+        raise Refused(
+            f"{name} reads `{others[0]}` from its batches, a {type(first[others[0]]).__name__}; "
+            "serve.py and predict.py's input files give it tensors of a row per sample only"
+        )
     specs = tuple(Spec(k, (None,) * (first[k].dim() - 1), _dtype(first[k])) for k in keys)
     sizes: dict[tuple[int, int], list[int]] = {}
     for batch in batches:
@@ -240,16 +246,13 @@ class _Reads(dict):
         return super().items()
 
 
-def rows_with_nonfinite(array: np.ndarray) -> list[int]:
+def _finite(rows: np.ndarray, of: str) -> None:
+    """Refuse rows (inputs flattened) holding NaN or an infinity, naming them."""
     import numpy as np
 
-    return list(np.flatnonzero(~np.isfinite(array).all(axis=1)).tolist())
-
-
-def _finite(rows: np.ndarray, of: str) -> None:
     if rows.dtype.kind != "f":
         return
-    bad = rows_with_nonfinite(rows)
+    bad = np.flatnonzero(~np.isfinite(rows).all(axis=1)).tolist()
     if bad:
         shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
         raise Refused(
