@@ -15,11 +15,9 @@ import contextlib
 import inspect
 import io
 import logging
-import os
-import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,12 +28,10 @@ from ..errors import UserError, causes, require_extra
 from . import entry
 from .boundary import describe
 from .checkpoint_config import checkpoint_run
+from .team_line import team_line
 
 if TYPE_CHECKING:
     from torch import Tensor
-
-_MACHINERY = Path(__file__).resolve().parents[1]
-_LIBRARIES = {"site-packages", "dist-packages"}
 
 
 @dataclass
@@ -194,7 +190,7 @@ def export_onnx(model: Any, calls: list[Call], path: Path, free_sizes: bool = Fa
                 )
             except Exception as error:
                 inner = list(causes(error))[-1]
-                where = team_line(model, error, lambda: exported(model, sample, dynamic))
+                where = team_line(model, error, lambda: exported(model, sample.arguments, dynamic))
                 first = " ".join(str(inner).strip().split("\n")[0].split()).rstrip(".")
                 complaint = f"{type(inner).__name__}: {first}." if first else describe(inner)
                 raise UserError(
@@ -206,96 +202,15 @@ def export_onnx(model: Any, calls: list[Call], path: Path, free_sizes: bool = Fa
         logging.disable(logging.NOTSET)
 
 
-def exported(model: Any, sample: Call, dynamic: dict[str, Any]) -> Any:
-    """``torch.export``'s program of ``forward`` on ``sample``, or None where it fails."""
+def exported(model: Any, arguments: dict[str, Any], dynamic: dict[str, Any]) -> Any:
+    """``torch.export``'s program of ``forward`` on ``arguments``, or None where it fails
+    (for the line an operation the ONNX exporter cannot take was recorded at)."""
     import torch
 
     try:
-        return torch.export.export(
-            model, (), sample.arguments, dynamic_shapes=dynamic, strict=False
-        )
-    except Exception:  # the exporter's own failure, which the caller reports
+        return torch.export.export(model, (), arguments, dynamic_shapes=dynamic, strict=False)
+    except Exception:  # the exporter's failure, which the caller is already reporting
         return None
-
-
-def team_line(model: Any, error: BaseException, program: Callable[[], Any]) -> str:
-    """``at FILE:LINE in FUNCTION, `code` (Module.forward): ``: the innermost line of the
-    team's code in the error's tracebacks (torch.export runs forward in Python) and the
-    submodule it calls there, else the line that made the operation the exporter names
-    (recorded in ``program()``, the exported program); else ``""``."""
-    import torch
-
-    files = team_files(model)
-    found: tuple[str, int, str, str] | None = None
-    for each in causes(error):
-        frames = []
-        tb = each.__traceback__
-        while tb is not None:
-            frames.append((tb.tb_frame, tb.tb_lineno))
-            tb = tb.tb_next
-        for index, (frame, line) in enumerate(frames):
-            if os.path.realpath(frame.f_code.co_filename) not in files:
-                continue
-            called = ""
-            for callee, _ in frames[index + 1 :]:
-                owner = callee.f_locals.get("self")
-                if callee.f_code.co_name == "forward" and isinstance(owner, torch.nn.Module):
-                    called = f" ({type(owner).__name__}.forward)"
-                    break
-            found = (frame.f_code.co_filename, line, frame.f_code.co_name, called)
-    if found is None:
-        built = program()
-        found = _recorded_line(files, error, built) if built is not None else None
-    if found is None:
-        return ""
-    import linecache
-
-    file, line, function, called = found
-    text = linecache.getline(file, line).strip()
-    return f"at {_shown_path(file)}:{line} in {function}, `{text}`{called}: "
-
-
-def _recorded_line(files: set[str], error: BaseException, program: Any) -> Any:
-    """The team's line recorded for the exported program's operation that the exporter's
-    message names (``prims.zeta`` for ``aten.special_zeta``)."""
-    named = re.findall(r"op='(?:\w+\.)?(\w+)'|target=torch\.ops\.\w+\.(\w+)\.", str(error))
-    named += [m for e in causes(error) for m in re.findall(r"op='(?:\w+\.)?(\w+)'", str(e))]
-    ops = {part for match in named for part in (match if isinstance(match, tuple) else (match,))}
-    ops.discard("")
-    for node in program.graph.nodes:
-        if node.op != "call_function" or not any(op in str(node.target) for op in ops):
-            continue
-        trace = str(node.meta.get("stack_trace") or "")
-        lines = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', trace)
-        mine = [(f, int(n), fn, "") for f, n, fn in lines if os.path.realpath(f) in files]
-        if mine:
-            return mine[-1]
-    return None
-
-
-def team_files(model: Any) -> set[str]:
-    """The source files of the module's classes and its submodules' that are the team's: not
-    an installed library's, nor the machinery's."""
-    files = set()
-    for cls in {*type(model).__mro__, *(type(m) for m in model.modules())}:
-        try:
-            file = inspect.getsourcefile(cls)
-        except TypeError:  # a built-in class
-            continue
-        if file is None:
-            continue
-        real = Path(os.path.realpath(file))
-        if not (_LIBRARIES & set(real.parts) or real.is_relative_to(_MACHINERY)):
-            files.add(str(real))
-    return files
-
-
-def _shown_path(file: str) -> str:
-    """``file`` relative to the working directory where it is inside it."""
-    try:
-        return str(Path(file).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return file
 
 
 def check_with_onnxruntime(
