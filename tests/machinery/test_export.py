@@ -4,6 +4,7 @@ the exporter cannot take stops with one paragraph in the exporter's words, and w
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -13,7 +14,13 @@ import pytest
 import torch
 
 from my_project.machinery.errors import UserError
-from my_project.machinery.run.export import check_with_onnxruntime, export, export_onnx
+from my_project.machinery.run.export import (
+    Call,
+    check_with_onnxruntime,
+    export,
+    export_onnx,
+    forward_call,
+)
 
 from .docs_style import LitClassifier, LitDataModule
 from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, FAST, compose_config, run_entry
@@ -35,6 +42,11 @@ class WithABranchOnValues(LitClassifier):
         if logits.sum() > 0:
             return logits
         return -logits
+
+
+def call_of(model: LitClassifier, inputs: torch.Tensor) -> Call:
+    """forward's call for a batch ``(inputs, labels)`` (no predict_step of its own)."""
+    return forward_call(model, (inputs, torch.zeros(len(inputs))), False, "the test split")
 
 
 def split_inputs() -> torch.Tensor:
@@ -110,7 +122,11 @@ def test_a_module_the_exporter_cannot_take_is_one_paragraph_in_the_exporters_wor
     paragraphs = [p for p in result.stderr.strip().split("\n\n") if p.strip()]
     assert len(paragraphs) == 1 and paragraphs[0].startswith("Error: "), result.stderr
     message = " ".join(result.stderr.split())
-    assert "WithZeta cannot be exported to ONNX by torch's exporter (" in message
+    line = inspect.getsourcelines(WithZeta.forward)[1] + 2  # the line calling torch.special.zeta
+    assert (
+        "WithZeta cannot be exported to ONNX by torch's exporter: at "
+        f"tests/machinery/test_export.py:{line} in forward, `return torch.special.zeta("
+    ) in message
     assert "No ONNX function found for <OpOverload(op='prims.zeta'" in message
     assert not (tmp_path / "run").exists()
 
@@ -119,10 +135,15 @@ def test_a_module_the_exporter_cannot_take_is_one_paragraph_in_the_exporters_wor
 def test_control_flow_on_tensor_values_is_refused_in_torch_exports_words(tmp_path: Path) -> None:
     model = WithABranchOnValues(num_features=16, num_classes=4).eval()
     with pytest.raises(UserError) as raised:
-        export_onnx(model, torch.randn(2, 16), tmp_path / "model.onnx")
+        export_onnx(model, [call_of(model, torch.randn(2, 16))], tmp_path / "model.onnx")
     message = str(raised.value)
-    assert message.startswith("WithABranchOnValues cannot be exported to ONNX by torch's exporter")
+    line = inspect.getsourcelines(WithABranchOnValues.forward)[1] + 2  # `if logits.sum() > 0:`
+    assert message.startswith(
+        "WithABranchOnValues cannot be exported to ONNX by torch's exporter: at "
+        f"tests/machinery/test_export.py:{line} in forward, `if logits.sum() > 0:`: "
+    )
     assert "data-dependent expression" in message and "torch.where" in message
+    assert "site-packages" not in message and "_export/" not in message  # no line inside torch
     assert not (tmp_path / "model.onnx").exists()
 
 
@@ -130,14 +151,115 @@ def test_outputs_beyond_the_tolerance_are_an_error(tmp_path: Path) -> None:
     torch.manual_seed(0)
     exported, other = LitClassifier(16, 4).eval(), LitClassifier(16, 4).eval()
     path = tmp_path / "model.onnx"
-    export_onnx(exported, torch.randn(2, 16), path)
-    inputs = split_inputs()
-    assert check_with_onnxruntime(path, exported, inputs, atol=1e-5, rtol=1e-4) <= 1e-5
+    export_onnx(exported, [call_of(exported, torch.randn(2, 16))], path)
+    calls = [call_of(exported, split_inputs())]
+    difference, shown = check_with_onnxruntime(path, exported, calls, atol=1e-5, rtol=1e-4)
+    assert difference <= 1e-5 and shown == "input `input` shaped (batch, 16) float32"
     with pytest.raises(UserError, match=r"differ from PyTorch's by up to .* nothing was written"):
-        check_with_onnxruntime(path, other, inputs, atol=1e-5, rtol=1e-4)
+        check_with_onnxruntime(path, other, calls, atol=1e-5, rtol=1e-4)
 
 
 def test_torchscript_is_not_a_format(tmp_path: Path) -> None:
     overrides = [*DOCS_STYLE_EVAL, "ckpt_path=x.ckpt", "format=torchscript"]
     with pytest.raises(UserError, match=r"format=torchscript is not one .* pass format=onnx"):
         export(compose_config(overrides, tmp_path, "export"))
+
+
+def test_named_inputs_are_exported_by_name_with_any_batch_size_and_length(tmp_path: Path) -> None:
+    """A dict batch and the module's own predict_step (`self(batch["tokens"], batch["mask"])`):
+    forward's two tensors as inputs named as its parameters, the padded length left free, so
+    batches padded to other lengths run too."""
+    from .zoo.padded import SequenceClassifier, SequenceData
+
+    torch.manual_seed(0)
+    model, data = SequenceClassifier().eval(), SequenceData()
+    data.setup("test")
+    batches = list(data.test_dataloader())
+    calls = [forward_call(model, batch, True, "the test split") for batch in batches]
+    assert list(calls[0].tensors) == ["tokens", "mask"] and calls[0].rows == 8
+    path = tmp_path / "model.onnx"
+    export_onnx(model, calls, path, free_sizes=True)
+    difference, shown = check_with_onnxruntime(path, model, calls, atol=1e-5, rtol=1e-4)
+    assert (
+        difference <= 1e-5
+        and shown == "inputs `tokens` (batch, *) int64, `mask` (batch, *) float32"
+    )
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    tokens = torch.tensor([[3, 4, 0], [5, 6, 7]])  # 2 sequences padded to 3
+    mask = (tokens != 0).float()
+    (got,) = session.run(None, {"tokens": tokens.numpy(), "mask": mask.numpy()})
+    with torch.no_grad():
+        assert np.abs(got - model(tokens, mask).numpy()).max() <= 1e-5
+
+
+def test_a_tuple_output_is_exported_an_output_each(tmp_path: Path) -> None:
+    from .zoo.heteroscedastic import HeteroscedasticRegressor
+
+    model = HeteroscedasticRegressor().eval()
+    path = tmp_path / "model.onnx"
+    calls = [call_of(model, torch.randn(8, 6))]
+    export_onnx(model, calls, path)
+    check_with_onnxruntime(path, model, calls, atol=1e-5, rtol=1e-4)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == ["output_0", "output_1"]
+
+
+def test_pack_padded_sequence_is_refused_naming_the_line_and_the_module_it_calls(
+    tmp_path: Path,
+) -> None:
+    from .zoo.packed import PackedSequenceClassifier, TokenData
+
+    model, data = PackedSequenceClassifier().eval(), TokenData()
+    data.setup("test")
+    calls = [forward_call(model, batch, True, "the test split") for batch in data.test_dataloader()]
+    assert list(calls[0].tensors) == ["input_ids", "lengths"]
+    with pytest.raises(UserError) as raised:
+        export_onnx(model, calls, tmp_path / "model.onnx", free_sizes=True)
+    line = next(
+        n
+        for n, text in enumerate(inspect.getsource(inspect.getmodule(model)).splitlines(), 1)
+        if "self.rnn(packed)" in text
+    )
+    assert str(raised.value).startswith(
+        "PackedSequenceClassifier cannot be exported to ONNX by torch's exporter: at "
+        f"tests/machinery/zoo/packed.py:{line} in forward, `_, hidden = self.rnn(packed)` "
+        "(GRU.forward): "
+    )
+    assert not (tmp_path / "model.onnx").exists()
+
+
+def test_a_forward_of_the_dict_batch_is_exported_an_input_per_key(tmp_path: Path) -> None:
+    """No predict_step: Lightning's calls `self(batch)`, forward reads the dict's tensors."""
+    import lightning as L
+
+    from .zoo.padded import SequenceClassifier, SequenceData
+
+    class ForwardOfTheBatch(SequenceClassifier):
+        predict_step = L.LightningModule.predict_step
+
+        def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            return super().forward(batch["tokens"], batch["mask"])
+
+    model, data = ForwardOfTheBatch().eval(), SequenceData()
+    data.setup("test")
+    calls = [forward_call(model, b, False, "the test split") for b in data.test_dataloader()]
+    assert list(calls[0].tensors) == ["tokens", "mask", "label"]
+    export_onnx(model, calls, tmp_path / "model.onnx", free_sizes=True)
+    difference, shown = check_with_onnxruntime(tmp_path / "model.onnx", model, calls, 1e-5, 1e-4)
+    assert difference <= 1e-5 and shown.startswith("inputs `tokens` (batch, *) int64, `mask` ")
+
+
+def test_a_predict_step_calling_self_forward_gives_forwards_arguments() -> None:
+    from .zoo.padded import SequenceClassifier, SequenceData
+
+    class CallsForward(SequenceClassifier):
+        def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+            return self.forward(batch["tokens"], batch["mask"]).softmax(-1)
+
+    model, data = CallsForward().eval(), SequenceData()
+    data.setup("test")
+    batch = next(iter(data.test_dataloader()))
+    call = forward_call(model, batch, True, "the test split")
+    assert list(call.tensors) == ["tokens", "mask"]
+    assert torch.equal(call.tensors["tokens"], batch["tokens"])
+    assert "forward" not in vars(model)  # the module as it was

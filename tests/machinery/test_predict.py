@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from my_project.machinery.errors import UserError
-from my_project.machinery.run.predict import prediction_columns
+from my_project.machinery.run.predict import as_classes, classifier_of, prediction_columns
 
 from .docs_style import LitClassifier, LitDataModule
 from .helpers import (
@@ -147,8 +147,53 @@ def test_predictions_become_columns_for_any_shape() -> None:
     assert list(prediction_columns(batches)) == ["prediction"]
     named = prediction_columns([{"y": torch.tensor([1, 2]), "p": torch.rand(2, 3)}])
     assert list(named) == ["y", "p_0", "p_1", "p_2"]
-    with pytest.raises(UserError, match="tensor or a dict of tensors"):
+    # a tuple (a heteroscedastic regressor's mean and log-variance): a column group each
+    pairs = [(torch.tensor([1.0, 2.0]), torch.rand(2, 2)), (torch.tensor([3.0]), torch.rand(1, 2))]
+    columns = prediction_columns(pairs)
+    assert list(columns) == ["output_0", "output_1_0", "output_1_1"]
+    assert columns["output_0"].tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(UserError, match=r"lists of str; .* a tensor, a tuple or a dict of tensors"):
         prediction_columns([["not", "a", "tensor"]])
+    with pytest.raises(UserError, match=r"tuples of NoneType, Tensor; .* a tuple or a dict"):
+        prediction_columns([(torch.zeros(2), None)])
+    with pytest.raises(UserError, match=r"no row per input \(output_0: 3 rows, output_1: 2 rows"):
+        prediction_columns([(torch.zeros(3), torch.zeros(2))])
+
+
+class MultiLabel(torch.nn.Module):
+    """A logit per label; ``sigmoid``: sigmoid outputs (probabilities) instead."""
+
+    def __init__(self, sigmoid: bool = False) -> None:
+        super().__init__()
+        self.sigmoid = sigmoid
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sigmoid() if self.sigmoid else x
+
+
+def test_a_multi_label_classifier_gets_labels_and_probabilities_by_the_classifier_rule() -> None:
+    """A value per label against 0/1 targets of shape (N, L), float or int: per-label
+    probabilities (the sigmoid of logits) and 0/1 labels; other targets stay outputs."""
+    scores = torch.tensor([[2.0, -1.0, 0.5], [-3.0, 0.2, -0.1]])
+    multi_hot = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    assert classifier_of(MultiLabel(), (scores, multi_hot)) == "multilabel logits"
+    assert classifier_of(MultiLabel(), (scores, multi_hot.int())) == "multilabel logits"
+    assert classifier_of(MultiLabel(True), (scores, multi_hot)) == "multilabel probabilities"
+    for how, outputs in (
+        ("multilabel logits", scores),
+        ("multilabel probabilities", scores.sigmoid()),
+    ):
+        classes = as_classes(outputs, how)
+        assert torch.allclose(classes["prob"], scores.sigmoid())
+        assert classes["prediction"].tolist() == [[1, 0, 1], [0, 1, 0]]
+    assert list(prediction_columns([scores], "multilabel logits")) == [
+        *(f"prediction_{k}" for k in range(3)),
+        *(f"prob_{k}" for k in range(3)),
+    ]
+    assert classifier_of(MultiLabel(), (scores, multi_hot * 0.5)) is None  # not 0/1: outputs
+    assert classifier_of(MultiLabel(), (scores, multi_hot[:, :2])) is None  # not a value a label
+    one = torch.tensor([[0.3], [-2.0]])  # (N, 1) targets of one logit: a binary classifier
+    assert classifier_of(MultiLabel(), (one, torch.tensor([[1.0], [0.0]]))) == "logits"
 
 
 def test_console_scripts_point_at_callables() -> None:
@@ -196,17 +241,17 @@ def two_loaders_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
-def test_several_test_loaders_get_one_confusion_matrix(two_loaders_run: Path) -> None:
+def test_several_test_loaders_get_a_confusion_matrix_each(two_loaders_run: Path) -> None:
     assert (two_loaders_run / "confusion_matrix.png").stat().st_size > 10_000
-    assert not list(two_loaders_run.glob("confusion_matrix_*"))
+    assert (two_loaders_run / "confusion_matrix_dataloader_1.png").stat().st_size > 10_000
+    assert len(list(two_loaders_run.glob("confusion_matrix*"))) == 2
 
 
 def test_several_test_loaders_are_predicted_served_and_exported(
     two_loaders_run: Path, tmp_path: Path
 ) -> None:
     from my_project.machinery.run.export import export
-    from my_project.machinery.run.predict import classifier_of, predict, split_loaders
-    from my_project.machinery.run.serve import signature_of
+    from my_project.machinery.run.predict import predict, signature_for, split_loaders
     from my_project.machinery.run.serve_api import answer
 
     team = [
@@ -217,16 +262,158 @@ def test_several_test_loaders_are_predicted_served_and_exported(
     ]
     path = predict(compose_config(team, tmp_path / "predict", "predict"))
     rows = read_csv(path)
-    assert len(rows) == 89 and list(rows[0])[:3] == ["index", "target", "prediction"]
+    assert len(rows) == 89 and list(rows[0])[:4] == ["index", "target", "dataloader", "prediction"]
     assert [int(row["target"]) for row in rows] == split_targets()  # both loaders, in order
+    assert [row["dataloader"] for row in rows] == ["0"] * 40 + ["1"] * 49
 
     cfg = compose_config(team, tmp_path / "serve", "serve")
     model = ClassifierOnTwoTestLoaders.load_from_checkpoint(two_loaders_run / "model.ckpt")
-    _, batch = split_loaders(cfg, model)
-    shape, dtype = signature_of(batch[0], "ClassifierOnTwoTestLoaders")
-    assert (shape, dtype) == ((16,), "float32")
-    answered = answer(model.eval(), batch[0], None, classifier_of(model, batch))
+    loaders, batch = split_loaders(cfg, model)
+    signature = signature_for(model, loaders, False, "the test split")
+    assert signature.shown() == "(N, 16) float32"
+    answered = answer(model.eval(), batch[0], False, "logits")
     assert answered["prob"].shape == (len(batch[0]), 4)
 
     exported = export(compose_config(team, tmp_path / "export", "export"))
     assert exported.is_file()
+
+
+# -- input_path=: files of new inputs, predicted as the split is ------------------------------
+
+
+@pytest.fixture(scope="module")
+def one_step_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The docs-style classifier trained one step in this process."""
+    import lightning as L
+
+    L.seed_everything(0)
+    model, data = LitClassifier(num_features=16, num_classes=4), LitDataModule()
+    trainer = L.Trainer(
+        max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(model, datamodule=data)
+    path = tmp_path_factory.mktemp("one_step") / "model.ckpt"
+    trainer.save_checkpoint(path)
+    return path
+
+
+def predict_in_process(checkpoint: Path, out: Path, *overrides: str) -> list[dict[str, str]]:
+    from my_project.machinery.run.predict import predict
+
+    cfg = compose_config([*DOCS_STYLE_EVAL, f"ckpt_path={checkpoint}", *overrides], out, "predict")
+    return read_csv(predict(cfg))
+
+
+def split_inputs() -> np.ndarray:
+    data = LitDataModule()
+    data.setup("test")
+    return data.test_set.tensors[0].numpy()
+
+
+def test_files_of_new_inputs_get_the_columns_and_values_the_split_gets(
+    one_step_checkpoint: Path, tmp_path: Path
+) -> None:
+    """A .npy file, a .csv file with a header line, one input alone, and a folder of them: the
+    split's rows without its targets (a `file` column for a folder), the classifier's rule."""
+    inputs = split_inputs()
+    split = predict_in_process(one_step_checkpoint, tmp_path / "split")
+    without_target = [{k: v for k, v in row.items() if k != "target"} for row in split]
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    np.save(folder / "a.npy", inputs[:50])
+    header = ",".join(f"x{k}" for k in range(16))
+    np.savetxt(folder / "b.csv", inputs[50:], delimiter=",", header=header, comments="")
+    np.save(tmp_path / "one.npy", inputs[7])
+
+    rows = predict_in_process(
+        one_step_checkpoint, tmp_path / "npy", f"input_path={folder / 'a.npy'}"
+    )
+    assert rows == without_target[:50]
+    rows = predict_in_process(
+        one_step_checkpoint, tmp_path / "csv", f"input_path={folder / 'b.csv'}"
+    )
+    assert [{**row, "index": str(int(row["index"]) + 50)} for row in rows] == without_target[50:]
+    rows = predict_in_process(
+        one_step_checkpoint, tmp_path / "one", f"input_path={tmp_path / 'one.npy'}"
+    )
+    assert [{**row, "index": "7"} for row in rows] == [without_target[7]]
+    rows = predict_in_process(one_step_checkpoint, tmp_path / "dir", f"input_path={folder}")
+    assert [row.pop("file") for row in rows] == ["a.npy"] * 50 + ["b.csv"] * 39
+    assert rows == without_target
+
+
+def write(path: Path, content: Any) -> Path:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif isinstance(content, str):
+        path.write_text(content)
+    elif isinstance(content, dict):
+        np.savez(path, **content)
+    else:
+        np.save(path, content)
+    return path
+
+
+NON_FINITE = np.ones((5, 16), dtype=np.float32)
+NON_FINITE[1, 0], NON_FINITE[3, 5] = np.nan, np.inf
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "x.npy",
+            np.zeros((5, 8)),
+            r"holds inputs of shape \(5, 8\), where the model takes \(N, 16\) float32",
+        ),
+        ("x.npy", NON_FINITE, r"NaN or infinite values in 2 of its 5 inputs \(rows 1, 3, from 0\)"),
+        ("x.csv", "1,2\n3,nan\n", r"holds inputs of shape \(2, 2\)"),
+        (
+            "x.csv",
+            ",".join(["1"] * 16) + "\n" + ",".join(["1"] * 15 + [""]) + "\n",
+            r"in 1 of its 2 inputs \(rows 1, from 0\)",
+        ),
+        ("x.csv", "a,b\n1,2\n3,x\n", r"row 1, column 1 \(from 0\) is 'x', not a number"),
+        ("x.csv", "1,2\n3\n", r"row 1 \(from 0\) has 1 values, row 0 has 2"),
+        ("x.npy", b"not numpy", r"cannot be read as inputs \(ValueError"),
+        (
+            "x.npz",
+            {"a": np.zeros((2, 16)), "b": np.zeros(2)},
+            r"holds 2 arrays \(a, b\), but the model takes one",
+        ),
+        ("x.txt", "1,2\n", r"is not a .npy, .npz or .csv file"),
+        ("missing.npy", None, r"does not exist"),
+        ("folder", "", r"is a folder without a .npy, .npz or .csv file"),
+    ],
+)
+def test_files_the_model_cannot_take_are_one_paragraph_and_nothing_is_written(
+    one_step_checkpoint: Path, tmp_path: Path, name: str, content: Any, message: str
+) -> None:
+    path = tmp_path / name
+    if name == "folder":
+        path.mkdir()
+    elif content is not None:
+        write(path, content)
+    with pytest.raises(UserError, match=message):
+        predict_in_process(one_step_checkpoint, tmp_path / "run", f"input_path={path}")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_input_path_typed_with_a_plus_reads_that_file_never_the_split(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """`+input_path=x.npy`, as Hydra once advised, from the command line: the file is read (its
+    rows with NaN or inf named), one paragraph, exit status 2, nothing written."""
+    np.save(tmp_path / "x.npy", NON_FINITE)
+    result = predict_into(tmp_path / "out", checkpoint, f"+input_path={tmp_path / 'x.npy'}")
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    paragraphs = [p for p in result.stderr.strip().split("\n\n") if p.strip()]
+    assert len(paragraphs) == 1 and paragraphs[0].startswith("Error: "), result.stderr
+    message = " ".join(result.stderr.split())
+    assert (
+        f"{tmp_path / 'x.npy'} has NaN or infinite values in 2 of its 5 inputs (rows 1, 3, from 0)"
+    ) in message
+    assert not (tmp_path / "out").exists()

@@ -23,8 +23,9 @@ import torch
 
 from my_project.machinery.errors import UserError
 from my_project.machinery.run import serve_api
+from my_project.machinery.run.inputs import Refused, Signature, signature_of
 from my_project.machinery.run.serve import check_address
-from my_project.machinery.run.serve_api import CheckpointAPI, request_inputs
+from my_project.machinery.run.serve_api import CheckpointAPI, check_it_answers, request_inputs
 
 from .docs_style import LitClassifier, LitDataModule
 from .helpers import DOCS_STYLE, DOCS_STYLE_EVAL, FAST, run_entry
@@ -50,6 +51,19 @@ class UnpacksItsBatch(LitClassifier):
 class AnswersWithATuple(LitClassifier):
     def predict_step(self, batch: Any, batch_idx: int) -> Any:
         return self(batch[0]), None
+
+
+class MeanAndLogVariance(LitClassifier):
+    """forward returns a tuple, a heteroscedastic regressor's (mean, log_var)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.net(x)
+        return out[:, 0], out[:, 1]
+
+
+def one_sentence(text: str) -> bool:
+    """No sentence ends before the last character (a full stop then a capital letter)."""
+    return re.search(r"[.!?]\s+[A-Z]", text[:-1]) is None and text.endswith(".")
 
 
 def split_inputs() -> np.ndarray:
@@ -132,16 +146,17 @@ def test_bad_requests_get_a_4xx_saying_what_was_wrong_and_the_server_goes_on(
 ) -> None:
     json_type = {"Content-Type": "application/json"}
     row = [0.5] * 16
+    nan = b'{"inputs": [[NaN' + b", 1" * 15 + b"], [1" + b", 1" * 15 + b"]]}"
     cases = [
         (b"inputs=1", {"Content-Type": "application/x-www-form-urlencoded"}, 422, "JSONDecode"),
         (b"{inputs: [1, 2]}", json_type, 422, "JSONDecodeError"),
-        (b'{"inputs": [NaN' + b", 1" * 15 + b"]}", json_type, 422, "NaN or infinite values"),
-        (json.dumps({"inputs": [[1, 2]]}).encode(), json_type, 422, "shape (1, 2)"),
+        (nan, json_type, 422, "NaN or infinite values in 1 of its 2 inputs (rows 0, from 0)"),
+        (json.dumps({"inputs": [[1, 2]]}).encode(), json_type, 422, "shape (1, 2), where"),
         (json.dumps({"inputs": [row, row[:3]]}).encode(), json_type, 422, "inhomogeneous"),
         (json.dumps({"inputs": ["a"] * 16}).encode(), json_type, 422, "could not convert string"),
         (json.dumps({"inputs": []}).encode(), json_type, 422, "shape (0,)"),
         (json.dumps({"input": row}).encode(), json_type, 422, "keys ['input']"),
-        (json.dumps([row]).encode(), json_type, 422, 'Send {"inputs": [...]}'),
+        (json.dumps([row]).encode(), json_type, 422, "is a JSON list"),
         (json.dumps({"inputs": [row] * 2000}).encode(), json_type, 413, "max_request_bytes"),
     ]
     for body, headers, expected, fragment in cases:
@@ -149,8 +164,9 @@ def test_bad_requests_get_a_4xx_saying_what_was_wrong_and_the_server_goes_on(
         assert status == expected, (body[:60], status, answer)
         detail = json.loads(answer)["detail"]
         assert isinstance(detail, str) and fragment in detail, detail
-        if expected == 422 and "shape" in fragment:
-            assert "(N, 16)" in detail
+        assert one_sentence(detail), detail
+        if expected == 422:
+            assert detail.endswith('send {"inputs": [...]}, inputs shaped (N, 16) float32.')
     chunked = iter([json.dumps({"inputs": [row] * 2000}).encode()])  # no Content-Length
     status, answer = server.request("POST", "/predict", chunked, json_type)  # type: ignore[arg-type]
     assert status == 413 and "max_request_bytes" in json.loads(answer)["detail"]
@@ -278,9 +294,8 @@ def test_the_worker_answers_each_request_of_a_batch_with_its_own_rows(
     own_step_checkpoint: Path,
 ) -> None:
     """decode -> batch -> predict_step -> unbatch -> encode, as LitServe calls them."""
-    example = [torch.zeros(1, 16), torch.zeros(1, dtype=torch.long)]  # one (x, y) of the data
     api = CheckpointAPI(
-        f"{__name__}.WithItsOwnPredictStep", str(own_step_checkpoint), (16,), "float32", example
+        f"{__name__}.WithItsOwnPredictStep", str(own_step_checkpoint), docs_style_signature(), True
     )
     api.setup("cpu")
     inputs = split_inputs()
@@ -302,25 +317,193 @@ def test_the_worker_answers_each_request_of_a_batch_with_its_own_rows(
     assert np.allclose(answers[1]["score"], expected["score"][1:4].numpy(), atol=1e-6)
 
 
+def docs_style_signature(shape: tuple[int, ...] = (16,)) -> Signature:
+    """What the docs-style data's batches, `(x, y)`, say a model takes."""
+    batch = [torch.zeros(8, *shape), torch.zeros(8, dtype=torch.long)]
+    return signature_of([batch], None, False, "LitClassifier")
+
+
 def test_a_request_is_checked_as_predict_py_checks_a_file() -> None:
     one = np.zeros((8, 8)).tolist()
-    inputs, single = request_inputs(json.dumps({"inputs": one}).encode(), (1, 8, 8), "float32")
-    assert inputs.shape == (1, 1, 8, 8) and single  # (H, W) for one channel, as in a file
-    inputs, single = request_inputs({"inputs": np.zeros((5, 8, 8)).tolist()}, (1, 8, 8), "float32")
-    assert inputs.shape == (5, 1, 8, 8) and inputs.dtype == np.float32 and not single
+    signature = docs_style_signature((1, 8, 8))
+    inputs, single = request_inputs(json.dumps({"inputs": one}).encode(), signature)
+    assert inputs[""].shape == (1, 1, 8, 8) and single  # (H, W) for one channel, as in a file
+    inputs, single = request_inputs({"inputs": np.zeros((5, 8, 8)).tolist()}, signature)
+    assert inputs[""].shape == (5, 1, 8, 8) and inputs[""].dtype == np.float32 and not single
 
 
-def test_a_module_that_answers_with_a_tuple_is_told_what_to_return() -> None:
+def test_a_module_that_answers_with_a_tuple_of_none_is_refused_at_start() -> None:
+    """serve.py sends the data's first batch through the module as a request before it
+    listens: what it could not answer stops it there, in one paragraph."""
     model = AnswersWithATuple(num_features=16, num_classes=4).eval()
-    example = [torch.zeros(1, 16), torch.zeros(1, dtype=torch.long)]
-    with pytest.raises(UserError, match="a tensor or a dict of tensors per batch"):
-        serve_api.answer(model, torch.zeros(2, 16), example, None)
+    batch = [torch.from_numpy(split_inputs()[:8]), torch.zeros(8, dtype=torch.long)]
+    signature = signature_of([batch], model, True, "AnswersWithATuple")
+    with pytest.raises(UserError, match=r"tuples of NoneType, Tensor; .* a tuple or a dict"):
+        check_it_answers(model, signature, batch, True, None, "the test split")
+
+
+def test_a_tuple_output_is_answered_a_field_per_output() -> None:
+    model = MeanAndLogVariance(num_features=16, num_classes=2).eval()
+    batch = [torch.from_numpy(split_inputs()[:8]), torch.zeros(8)]
+    signature = signature_of([batch], model, False, "MeanAndLogVariance")
+    check_it_answers(model, signature, batch, False, None, "the test split")
+    answer = serve_api.answer(model, batch[0], False, None)
+    mean, log_var = model(batch[0])
+    assert list(answer) == ["output_0", "output_1"]
+    assert torch.equal(answer["output_0"], mean) and torch.equal(answer["output_1"], log_var)
+
+
+def test_a_forward_that_cannot_take_the_inputs_is_refused_at_start() -> None:
+    """A model built for 8 features, a data module of 16: one paragraph naming predict_step."""
+    model = LitClassifier(num_features=8, num_classes=4).eval()
+    batch = [torch.from_numpy(split_inputs()[:8]), torch.zeros(8, dtype=torch.long)]
+    signature = signature_of([batch], model, False, "LitClassifier")
+    with pytest.raises(UserError, match=r"LitClassifier cannot take the inputs of the test split"):
+        check_it_answers(model, signature, batch, False, None, "the test split")
 
 
 def test_a_predict_step_that_unpacks_x_y_gets_a_batch_shaped_as_the_datas() -> None:
     """serve.py once passed `(x,)`: `x, _ = batch` failed."""
     model = UnpacksItsBatch(num_features=16, num_classes=4).eval()
-    example = [torch.zeros(1, 16), torch.zeros(1, dtype=torch.long)]
-    inputs = torch.from_numpy(split_inputs()[:5])
-    answer = serve_api.answer(model, inputs, example, None)
-    assert answer["prediction"].tolist() == model(inputs).argmax(dim=1).tolist()
+    inputs = split_inputs()[:5]
+    batch = docs_style_signature().batch({"": inputs})
+    answer = serve_api.answer(model, batch, True, None)
+    expected = model(torch.from_numpy(inputs)).argmax(dim=1)
+    assert answer["prediction"].tolist() == expected.tolist()
+
+
+# -- named inputs: dict batches of a padding collate_fn ---------------------------------------
+
+
+def padded_batches() -> list[dict[str, torch.Tensor]]:
+    """Batches as the zoo's padded data gives them, the sequences padded to 5, then 7."""
+    from .zoo.padded import Sequences, pad_collate
+
+    items = Sequences(16, 3, 12)
+    short = [i for i in range(16) if len(items[i]["tokens"]) <= 5][:3]
+    return [pad_collate([items[i] for i in short]), pad_collate([items[i] for i in range(8)])]
+
+
+def test_named_inputs_are_the_keys_the_model_reads_their_sizes_tied_as_in_the_data() -> None:
+    from .zoo.padded import SequenceClassifier
+
+    batches = padded_batches()
+    assert batches[0]["tokens"].shape[1] != batches[1]["tokens"].shape[1]
+    signature = signature_of(batches, SequenceClassifier().eval(), True, "SequenceClassifier")
+    assert signature.shown() == "tokens (N, *) int64, mask (N, *) float32"  # not `label`
+    assert signature.ties == (((0, 0), (1, 0)),)  # the two padded lengths: equal
+    assert signature.request() == (
+        '{"inputs": {"tokens": [...], "mask": [...]}}, shaped tokens (N, *) int64, mask (N, *) '
+        "float32"
+    )
+    arrays, single = signature.check({"tokens": [1, 2, 3], "mask": [1, 1, 1]})  # one input
+    assert single and arrays["tokens"].shape == (1, 3) and arrays["tokens"].dtype == np.int64
+    batch = signature.batch(arrays)  # the data's keys, `label` as zeros
+    assert list(batch) == ["tokens", "mask", "label"] and batch["label"].tolist() == [0]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "fragment"),
+    [
+        (
+            {"tokens": [[1, 2]]},
+            "holds the keys ['tokens'], not the model's inputs `tokens`, `mask`",
+        ),
+        (
+            {"tokens": [[1]], "mask": [[1]], "label": [1]},
+            "holds the keys ['label', 'mask', 'tokens']",
+        ),
+        ([[1, 2]], "holds no named arrays, not the model's inputs"),
+        ({"tokens": [[[1]]], "mask": [[[1]]]}, "holds `tokens` of shape (1, 1, 1), where"),
+        (
+            {"tokens": [[1, 2], [3, 4]], "mask": [[1, 1]]},
+            "inputs of different counts (tokens 2, mask 1)",
+        ),
+        ({"tokens": [[1, 2.5]], "mask": [[1, 1]]}, "values of `tokens` that are not whole numbers"),
+        (
+            {"tokens": [[1, 2]], "mask": [[1, 1, 0]]},
+            "sizes must be equal, as in the data (tokens 1 2, mask 1 3",
+        ),
+        (
+            {"tokens": [[1, 2]], "mask": [[1, float("nan")]]},
+            "NaN or infinite values of `mask` in 1 of",
+        ),
+        ({"tokens": [["a"]], "mask": [[1]]}, "cannot be read as arrays of numbers (ValueError"),
+    ],
+)
+def test_a_request_of_named_inputs_that_does_not_fit_is_one_sentence(
+    inputs: Any, fragment: str
+) -> None:
+    from fastapi import HTTPException
+
+    from .zoo.padded import SequenceClassifier
+
+    signature = signature_of(padded_batches(), SequenceClassifier().eval(), True, "Sequences")
+    with pytest.raises(HTTPException) as refused:
+        request_inputs({"inputs": inputs}, signature)
+    detail = refused.value.detail
+    assert refused.value.status_code == 422 and fragment in detail and one_sentence(detail), detail
+
+
+def test_a_request_of_named_inputs_the_model_fails_on_is_answered_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A token id past the vocabulary fits every check of names, dimensions and dtypes: the
+    model's complaint answers that request (422, one sentence), the others of its batch get
+    their rows; the data's own batch was answered at start."""
+    from .zoo.padded import SequenceClassifier, SequenceData
+
+    L.seed_everything(0)
+    trainer = L.Trainer(
+        max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    model = SequenceClassifier()
+    trainer.fit(model, datamodule=SequenceData())
+    trainer.save_checkpoint(tmp_path / "model.ckpt")
+    batches = padded_batches()
+    signature = signature_of(batches, model.eval(), True, "SequenceClassifier")
+    check_it_answers(model, signature, batches[1], True, None, "the test split")
+    api = CheckpointAPI(
+        "tests.machinery.zoo.padded.SequenceClassifier",
+        str(tmp_path / "model.ckpt"),
+        signature,
+        True,
+    )
+    api.setup("cpu")
+    good = {"tokens": batches[1]["tokens"].tolist(), "mask": batches[1]["mask"].tolist()}
+    requests = [{"inputs": good}, {"inputs": {"tokens": [[1, 99]], "mask": [[1, 1]]}}]
+    contexts: list[dict[str, Any]] = [{}, {}]
+    decoded = [api.decode_request(r, c) for r, c in zip(requests, contexts, strict=True)]
+    outputs = api.unbatch(api.predict(api.batch(decoded)), contexts)
+    answered, refused = (api.encode_response(o, c) for o, c in zip(outputs, contexts, strict=True))
+    with torch.no_grad():
+        expected = model.predict_step(batches[1], 0)
+    assert answered["prediction"] == expected["prediction"].tolist()
+    assert refused.status_code == 422
+    detail = json.loads(refused.body)["detail"]
+    assert detail.startswith("The model cannot take the request's inputs (IndexError: index out")
+    assert one_sentence(detail), detail
+    logged = [r for r in caplog.records if "failed on a request's inputs" in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # its traceback in the server's log
+    alone = api.predict(decoded[1])  # max_batch_size=1: LitServe passes the one request
+    assert api.encode_response(alone, contexts[1]).status_code == 422
+
+
+def test_what_a_dict_batch_holds_besides_tensors_is_left_as_the_data_gives_it() -> None:
+    """A collate_fn that keeps each sequence's text beside its tensors: not an input unless
+    the model reads it, and then refused in one sentence naming it."""
+    from .zoo.padded import SequenceClassifier
+
+    class ReadsTheText(SequenceClassifier):
+        def predict_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+            assert all(isinstance(text, str) for text in batch["text"])
+            return self(batch["tokens"], batch["mask"])
+
+    batches = [{**batch, "text": ["a"] * len(batch["label"])} for batch in padded_batches()]
+    signature = signature_of(batches, SequenceClassifier().eval(), True, "SequenceClassifier")
+    assert [spec.name for spec in signature.inputs] == ["tokens", "mask"]
+    made = signature.batch(signature.check({"tokens": [[1, 2]], "mask": [[1, 1]]})[0])
+    assert made["text"] == batches[0]["text"]  # as the data gave it in its first batch
+    with pytest.raises(Refused, match=r"reads `text` from its batches, a list; serve.py"):
+        signature_of(batches, ReadsTheText().eval(), True, "ReadsTheText")

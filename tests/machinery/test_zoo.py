@@ -2,12 +2,14 @@
 Lightning docs: the zoo of `tests/machinery/zoo/` (two validation loaders, dropout and noise,
 a GAN with two optimizers, ReduceLROnPlateau, a one-logit binary classifier, an autoencoder
 on bare tensors, padded dict batches, a Metric of its own with sync_dist, a subclass
-forwarding **kwargs, configure_model, manual gradient accumulation). What teams moving in from
+forwarding **kwargs, configure_model, manual gradient accumulation, a GRU over packed
+sequences, a tuple output, a multi-label classifier). What teams moving in from
 lightning-hydra-template bring, with every contract over it: test_zoo_lht.py.
 
 The lean tier: every module trains once in one process (one `-m` sweep, one process), and
-eval.py and predict.py read those runs; DDP, dp, kill -9 and resume, and ddp_spawn run on the
-modules where each was broken. Every module in every mode (dp too) is test_zoo_exhaustive.py.
+eval.py and predict.py read those runs; DDP, dp, kill -9 and resume, ddp_spawn, serve.py and
+export.py run on the modules where each was broken. Every module in every mode (dp too) is
+test_zoo_exhaustive.py.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from .zoo_contract import (
     TIMEOUT,
     ZOO,
     Outcome,
+    assert_exported_or_refused_in_one_paragraph,
     assert_same_run,
+    assert_served_answers_equal_predict_py_for_any_inputs,
     assert_the_benchmark_times,
     best_checkpoint,
     checkpoint,
@@ -42,6 +46,11 @@ pytestmark = pytest.mark.slow
 PREDICTED = [name for name in DOCS_PATTERNS if ZOO[name].predict_header is not None]
 # Trained in 2 processes here: where DDP broke or is not exact.
 DDP = ["two_val_loaders", "metric_sum"]
+# Served here: dict inputs (named arrays, the module's own predict_step), a tuple output.
+SERVED = ["packed", "heteroscedastic"]
+# Exported here (one sweep): dict inputs (named ONNX inputs), a tuple output, and last (its
+# refusal ends the sweep) what torch's exporter cannot take, `pack_padded_sequence`.
+EXPORTED = ["padded", "heteroscedastic", "packed"]
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +135,12 @@ def test_predict_as_the_readme_writes_it_writes_each_modules_outputs(
         for row in rows:
             _, target, prediction, prob = row.split(",")
             assert target in "01" and prediction == str(int(float(prob) > 0.5))
+    if name == "multilabel":  # 0/1 and the probability of each label, by the same rule
+        for row in rows:
+            cells = row.split(",")[1:]
+            targets, labels, probs = cells[:4], cells[4:8], [float(p) for p in cells[8:]]
+            assert set(targets) <= {"0", "1"} and min(probs) > 0 and max(probs) < 1
+            assert labels == [str(int(p > 0.5)) for p in probs]
 
 
 def test_predict_names_what_a_module_whose_forward_takes_no_inputs_needs(
@@ -142,6 +157,94 @@ def test_predict_names_what_a_module_whose_forward_takes_no_inputs_needs(
         predict(cfg)
     assert "Without a predict_step of its own" in str(error.value)
     assert not (tmp_path / "predictions.csv").exists()
+
+
+def test_predict_reads_files_of_new_inputs_as_it_reads_the_split(
+    zoo_runs: dict[str, Outcome], predicted: dict[str, Outcome], tmp_path: Path
+) -> None:
+    """`input_path=` a folder of the test inputs: a .npy and a .csv file (with a header line)
+    for a multi-label classifier, a .npz of named arrays per padded batch for dict inputs. The
+    rows the split gets, the same columns but the targets, after a `file` column (in process:
+    `predict` is what predict.py runs)."""
+    import numpy as np
+
+    from my_project.machinery.run.predict import predict
+
+    from .zoo_contract import requests_of_the_test_split
+
+    for name in ("multilabel", "packed"):
+        folder = tmp_path / name / "inputs"
+        folder.mkdir(parents=True)
+        requests = requests_of_the_test_split(name, tmp_path / name)
+        files: list[str] = []
+        if name == "multilabel":
+            inputs = np.array(requests[0]["inputs"], dtype=np.float32)
+            np.save(folder / "a.npy", inputs[:10])
+            header = ",".join(f"feature_{k}" for k in range(inputs.shape[1]))
+            np.savetxt(folder / "b.csv", inputs[10:], delimiter=",", header=header, comments="")
+            files = ["a.npy"] * 10 + ["b.csv"] * (len(inputs) - 10)
+        for k, request in enumerate(requests if name == "packed" else []):
+            arrays = {key: np.array(value) for key, value in request["inputs"].items()}
+            np.savez(folder / f"batch_{k}.npz", **arrays)
+            files += [f"batch_{k}.npz"] * len(arrays["lengths"])
+        checkpoint = best_checkpoint(done(zoo_runs[name]))
+        team = [SEARCH_MACHINERY_CONFIGS, f"model=zoo_{name}", f"data=zoo_{name}"]
+        overrides = [*team, f"ckpt_path={checkpoint}", f"input_path={folder}"]
+        written = predict(compose_config(overrides, tmp_path / name / "run", "predict"))
+        split_header, *split_rows = (done(predicted[name]) / "predictions.csv").read_text().split()
+        kept = [i for i, c in enumerate(split_header.split(",")) if i and c[:6] != "target"]
+        header, *rows = written.read_text().split()
+        assert header.split(",") == ["index", "file", *(split_header.split(",")[i] for i in kept)]
+        assert [row.split(",")[1] for row in rows] == files
+        expected = [[row.split(",")[i] for i in kept] for row in split_rows]
+        assert [row.split(",")[2:] for row in rows] == expected, name
+
+
+@pytest.mark.parametrize("name", SERVED)
+def test_serve_as_the_readme_writes_it_answers_dict_inputs_and_tuple_outputs(
+    zoo_runs: dict[str, Outcome], predicted: dict[str, Outcome], name: str, tmp_path: Path
+) -> None:
+    """Named arrays through the module's own predict_step (a request per padded batch), and a
+    field per output of a tuple: what predict.py wrote for the same samples."""
+    predictions = done(predicted[name]) / "predictions.csv"
+    assert_served_answers_equal_predict_py_for_any_inputs(
+        name, done(zoo_runs[name]), predictions, tmp_path
+    )
+
+
+@pytest.fixture(scope="module")
+def exported(
+    zoo_runs: dict[str, Outcome], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Outcome]:
+    """`python export.py -m ckpt_path=<best>,...` for `EXPORTED` (one sweep)."""
+    runs = {name: zoo_runs[name] for name in EXPORTED}
+    folder = tmp_path_factory.mktemp("zoo") / "export"
+    return sweep_checkpoints("export", folder, runs, made="model.onnx")
+
+
+@pytest.mark.parametrize("name", EXPORTED)
+def test_export_as_the_readme_writes_it_names_the_inputs_or_refuses_in_one_paragraph(
+    exported: dict[str, Outcome], name: str
+) -> None:
+    assert_exported_or_refused_in_one_paragraph(name, exported[name])
+
+
+def test_serve_refuses_at_start_a_module_whose_forward_takes_no_inputs(
+    zoo_runs: dict[str, Outcome], tmp_path: Path
+) -> None:
+    """A GAN's forward takes noise: serve.py sends the data's first batch through it as a
+    request before it listens, and stops with one Error naming predict_step."""
+    from my_project.machinery.run.serve import serve
+
+    from .serving import free_port
+
+    checkpoint = best_checkpoint(done(zoo_runs["gan"]))
+    team = [SEARCH_MACHINERY_CONFIGS, "model=zoo_gan", "data=zoo_gan", f"port={free_port()}"]
+    cfg = compose_config([*team, f"ckpt_path={checkpoint}"], tmp_path / "run", "serve")
+    with pytest.raises(UserError, match=r"GAN cannot take the inputs of the test split") as error:
+        serve(cfg)
+    assert "predict_step" in str(error.value)
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.fixture(scope="module")

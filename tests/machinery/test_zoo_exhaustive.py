@@ -4,8 +4,10 @@ test_zoo.py runs each mode once, on the module it was broken for.
 Every module: trained in 2 processes (DDP) with its test metrics against a one-process eval
 of the same checkpoint; trained with `trainer.strategy=dp` (bit-equal to one process on a
 CPU); `python eval.py ckpt_path=...` and `python predict.py ckpt_path=...` exactly as the
-README writes them, one process each; kill -9 mid-epoch and `resume=`, bit-identical, in one
-and in two processes; the benchmark. And ddp_spawn in a 2-job sweep with its tests.
+README writes them, one process each, and predict.py on files of the test inputs; serve.py
+answering what predict.py writes (or refusing at start), export.py writing ONNX or refusing in
+one paragraph; kill -9 mid-epoch and `resume=`, bit-identical, in one and in two processes;
+the benchmark. And ddp_spawn in a 2-job sweep with its tests.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from .helpers import ON_CPU, read_metrics, run_entry
@@ -23,12 +26,17 @@ from .zoo_contract import (
     TIMEOUT,
     ZOO,
     Outcome,
+    assert_exported_or_refused_in_one_paragraph,
     assert_same_run,
+    assert_serve_refuses_at_start,
+    assert_served_answers_equal_predict_py_for_any_inputs,
     assert_the_benchmark_times,
     best_checkpoint,
     done,
     kill_9_and_resume,
+    requests_of_the_test_split,
     sweep,
+    sweep_checkpoints,
     sweep_key,
     train_zoo,
 )
@@ -120,6 +128,64 @@ def test_eval_and_predict_exactly_as_the_readme_writes_them(
     assert result.returncode == 0, result.stderr[-3000:]
     header, *rows = (tmp_path / "predict" / "predictions.csv").read_text().splitlines()
     assert header == ZOO[name].predict_header and len(rows) == ZOO[name].predict_rows
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_predict_on_files_of_the_test_inputs_and_serve_answer_as_predict_on_the_split(
+    one: dict[str, Outcome], tmp_path: Path, name: str
+) -> None:
+    """`python predict.py ckpt_path=... input_path=<folder>` of the test inputs (a .npy file,
+    or a .npz of named arrays per padded batch) writes the split's rows but the targets; and
+    `python serve.py ckpt_path=...` answers them as predict.py wrote them. A module that cannot
+    predict (a GAN's forward takes noise) is refused by both in one paragraph."""
+    run = done(one[name])
+    if ZOO[name].predict_header is None:
+        assert_serve_refuses_at_start(name, run, tmp_path / "serve")
+        return
+    best = best_checkpoint(run)
+    result = run_entry("predict", f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 'split'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    split = tmp_path / "split" / "predictions.csv"
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    for k, request in enumerate(requests_of_the_test_split(name, tmp_path)):
+        if ZOO[name].inputs:
+            np.savez(folder / f"batch_{k}.npz", **request["inputs"])
+        else:
+            np.save(folder / "inputs.npy", np.array(request["inputs"], dtype=np.float32))
+    result = run_entry(
+        "predict",
+        f"ckpt_path={best}",
+        f"input_path={folder}",
+        f"hydra.run.dir={tmp_path / 'files'}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    header, *rows = (tmp_path / "files" / "predictions.csv").read_text().split()
+    split_header, *split_rows = split.read_text().split()
+    kept = [i for i, c in enumerate(split_header.split(",")) if i and c[:6] != "target"]
+    kept = [i for i in kept if split_header.split(",")[i] != "dataloader"]
+    assert header.split(",")[2:] == [split_header.split(",")[i] for i in kept], header
+    expected = [[row.split(",")[i] for i in kept] for row in split_rows[: len(rows)]]
+    assert [row.split(",")[2:] for row in rows] == expected
+    assert_served_answers_equal_predict_py_for_any_inputs(name, run, split, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def exported(
+    one: dict[str, Outcome], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Outcome]:
+    """`python export.py -m ckpt_path=<best>,...` for every module (a refusal ends a sweep:
+    the modules left are swept again)."""
+    return sweep_checkpoints(
+        "export", tmp_path_factory.mktemp("zoo") / "export", one, made="model.onnx"
+    )
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_export_writes_onnx_or_refuses_in_one_paragraph(
+    exported: dict[str, Outcome], name: str
+) -> None:
+    assert_exported_or_refused_in_one_paragraph(name, exported[name])
 
 
 @pytest.mark.parametrize("name", list(ZOO))

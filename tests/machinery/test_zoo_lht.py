@@ -65,6 +65,12 @@ def test_trains_tests_and_plots_what_it_logs(runs: dict[str, Outcome], name: str
     assert (run / "confusion_matrix.png").stat().st_size > 10_000
 
 
+def test_several_test_loaders_get_a_confusion_matrix_each(runs: dict[str, Outcome]) -> None:
+    run = done(runs["two_test_loaders"])
+    for name in ("confusion_matrix.png", "confusion_matrix_dataloader_1.png"):
+        assert (run / name).stat().st_size > 10_000, name
+
+
 def test_lhts_data_module_writes_its_files_under_data_dir_and_reads_its_list_split(
     runs: dict[str, Outcome],
 ) -> None:

@@ -62,6 +62,12 @@ class Zoo:
     ddp_strategy: str = "ddp"
     # Rows of predict.py's CSV for the test split: each sample of each test loader once.
     predict_rows: int = 23
+    # A dict batch's inputs, the keys its model reads (a request to serve.py names them);
+    # () for a batch whose inputs are its first element or itself.
+    inputs: tuple[str, ...] = ()
+    # What export.py's one paragraph names where torch's exporter cannot take forward (None:
+    # exported, ONNX Runtime matching PyTorch; a module that cannot predict is refused too).
+    export_refusal: str | None = None
 
 
 CLASSES3 = "index,target,prediction,prob_0,prob_1,prob_2"  # a classifier: class, probabilities
@@ -124,6 +130,7 @@ ZOO: dict[str, Zoo] = {
         None,
         "index,prediction,prob_0,prob_1",
         ddp_exact=ACC,
+        inputs=("tokens", "mask"),
     ),
     "metric_sum": Zoo(
         "test_mae",
@@ -175,9 +182,36 @@ ZOO: dict[str, Zoo] = {
         frozenset({"train_loss", "val_acc"}),
         "confusion_matrix.png",
         # its own predict_step's probabilities, for the rows of both test loaders
-        "index,target,output_0,output_1,output_2",
+        "index,target,dataloader,output_0,output_1,output_2",
         ddp_exact=("test_acc/dataloader_idx_0", "test_acc/dataloader_idx_1"),
         predict_rows=46,
+    ),
+    # Token sequences padded into dict batches, a GRU over `pack_padded_sequence` (which torch's
+    # exporter cannot take), its own predict_step.
+    "packed": Zoo(
+        "test_acc",
+        frozenset({"train_loss", "val_acc"}),
+        None,
+        "index,prediction,prob_0,prob_1",
+        ddp_exact=ACC,
+        inputs=("input_ids", "lengths"),
+        export_refusal="`_, hidden = self.rnn(packed)` (GRU.forward)",
+    ),
+    # forward returns (mean, log_var): a column group, a served field, an ONNX output each.
+    "heteroscedastic": Zoo(
+        "test_mse",
+        frozenset({"train_loss", "val_loss", "val_mse"}),
+        None,
+        "index,target,output_0,output_1",
+        ddp_rounded=("test_mse", "test_loss"),
+    ),
+    # A logit per label against multi-hot targets: per-label probabilities and 0/1 labels.
+    "multilabel": Zoo(
+        "test_acc",
+        frozenset({"train_loss", "val_loss", "val_acc"}),
+        None,
+        "index," + ",".join(f"{c}_{k}" for c in ("target", "prediction", "prob") for k in range(4)),
+        ddp_exact=ACC,
     ),
 }
 # Teams moving in from lightning-hydra-template: its module (net, `_partial_`
@@ -457,3 +491,86 @@ def assert_exported_onnx_matches(name: str, run: Path, tmp_path: Path) -> None:
     assert checked, last
     assert int(checked[1]) in {23, ZOO[name].predict_rows}, last  # each test input once
     assert float(checked[2]) <= 1e-5, last
+
+
+def requests_of_the_test_split(name: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """What a client sends serve.py for the module's test loader (its first, where it has
+    several), in order: every input in one request, or for dict batches (whose sizes past the
+    first dimension differ from batch to batch) a request per batch of its named inputs."""
+    from hydra.utils import instantiate
+
+    cfg = compose_config([SEARCH_MACHINERY_CONFIGS, experiment(name)], tmp_path)
+    data = instantiate(cfg.data)
+    data.prepare_data()
+    data.setup("test")
+    loaders = data.test_dataloader()
+    loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
+    if not ZOO[name].inputs:
+        batches = [batch[0] if isinstance(batch, (list, tuple)) else batch for batch in loader]
+        return [{"inputs": torch.cat(batches).tolist()}]
+    return [{"inputs": {k: batch[k].tolist() for k in ZOO[name].inputs}} for batch in loader]
+
+
+def assert_served_answers_equal_predict_py_for_any_inputs(
+    name: str, run: Path, predictions: Path, tmp_path: Path
+) -> None:
+    """`python serve.py ckpt_path=<best>` as the README writes it: its answers to the test
+    inputs, sent as `requests_of_the_test_split`, are what predict.py wrote for the same
+    samples, field by field (a tuple's `output_<k>`, a multi-label's per-label columns)."""
+    from .serving import serving
+
+    requests = requests_of_the_test_split(name, tmp_path)
+    header, *rows = predictions.read_text().splitlines()
+    columns = header.split(",")
+    with serving(
+        f"ckpt_path={best_checkpoint(run)}", f"hydra.run.dir={tmp_path / 'serve'}"
+    ) as server:
+        answers = [server.predict(request) for request in requests]
+    assert all(status == 200 for status, _ in answers), answers
+    served: dict[str, list[Any]] = {}
+    for _, answer in answers:
+        for key, values in answer.items():
+            served.setdefault(key, []).extend(values)
+    count = len(next(iter(served.values())))
+    written = {
+        c: [float(row.split(",")[columns.index(c)]) for row in rows[:count]] for c in columns
+    }
+    for key, values in served.items():
+        array = np.array(values, dtype=np.float64).reshape(count, -1)
+        names = [key] if array.shape[1] == 1 else [f"{key}_{k}" for k in range(array.shape[1])]
+        assert set(names) <= set(columns), (names, header)
+        expected = np.array([written[c] for c in names]).T
+        assert np.abs(array - expected).max() <= 2e-6, key  # predict.py writes 6 decimals
+
+
+def assert_serve_refuses_at_start(name: str, run: Path, tmp_path: Path) -> None:
+    """A module that cannot answer (its forward takes noise): serve.py stops before it
+    listens, one paragraph naming predict_step, exit status 2, no run directory."""
+    result = run_entry(
+        "serve", f"ckpt_path={best_checkpoint(run)}", f"hydra.run.dir={tmp_path}", timeout=TIMEOUT
+    )
+    assert result.returncode == 2, tail(result)
+    assert "Traceback" not in result.stderr and "predict_step" in result.stderr, tail(result)
+    assert not tmp_path.exists()
+
+
+def assert_exported_or_refused_in_one_paragraph(name: str, outcome: Outcome) -> None:
+    """An export job of ``export.py -m ckpt_path=...``: one ONNX file (written only once ONNX
+    Runtime matched PyTorch on every test input), its inputs named as forward's (``input`` for
+    one), any batch size; or, where torch's exporter cannot take the module, one paragraph
+    naming the line of its forward and the operation, never a traceback, nothing written."""
+    import onnxruntime
+
+    refusal = ZOO[name].export_refusal or ("predict_step" if not ZOO[name].predict_header else None)
+    if refusal is None:
+        job = done(outcome)
+        assert sorted(p.name for p in job.iterdir() if p.suffix == ".onnx") == ["model.onnx"]
+        session = onnxruntime.InferenceSession(str(job / "model.onnx"))
+        inputs = session.get_inputs()
+        assert [i.name for i in inputs] == list(ZOO[name].inputs or ["input"]), inputs
+        assert all(i.shape[0] == "batch" for i in inputs), inputs
+        return
+    assert isinstance(outcome, Failed), f"{name} was exported: {outcome}"
+    message = " ".join(outcome.output.split())
+    assert "Traceback" not in outcome.output, outcome.output
+    assert "cannot " in message and refusal in message, message

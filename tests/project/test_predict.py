@@ -1,5 +1,5 @@
-"""`python predict.py` with the example: class probabilities of a checkpoint for a data split;
-the inputs serve.py takes for it."""
+"""`python predict.py` with the example: class probabilities of a checkpoint for a data split or
+for files of images; the inputs serve.py takes for it."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ import numpy as np
 import pytest
 from fastapi import HTTPException
 
+from my_project.data.digits import DigitsDataModule
+from my_project.machinery.errors import UserError
+from my_project.machinery.run.inputs import Signature, Spec
+from my_project.machinery.run.predict import predict
 from my_project.machinery.run.serve_api import request_inputs
 
-from ..machinery.helpers import FAST, read_metrics, run_entry
+from ..machinery.helpers import FAST, compose_config, read_metrics, run_entry
 from .example import TRAIN_CLASSIFIER
+
+DIGITS = Signature((Spec("", (1, 8, 8), "float32"),), False, (), None)  # what serve.py reads
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -75,19 +81,53 @@ def test_inputs_with_or_without_channel_axis_are_accepted(
 ) -> None:
     """serve.py's requests: digits images with or without their one channel, one or several."""
     request = {"inputs": np.full(shape, 0.5).tolist()}
-    array, _ = request_inputs(request, (1, 8, 8), "float32")
-    assert array.shape == expected and array.dtype == np.float32
+    arrays, _ = request_inputs(request, DIGITS)
+    assert arrays[""].shape == expected and arrays[""].dtype == np.float32
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (np.zeros((3, 3, 8, 8)).tolist(), r"shape \(3, 3, 8, 8\).*inputs shaped \(N, 1, 8, 8\)"),
+        (
+            np.zeros((3, 3, 8, 8)).tolist(),
+            r"shape \(3, 3, 8, 8\), where the model takes \(N, 1, 8, 8\)",
+        ),
         ([], "holds inputs of shape"),
         (["a", "b"], "could not convert string to float"),
     ],
 )
 def test_bad_inputs_say_what_shape_to_pass(content: object, message: str) -> None:
     with pytest.raises(HTTPException, match=message) as error:
-        request_inputs({"inputs": content}, (1, 8, 8), "float32")
+        request_inputs({"inputs": content}, DIGITS)
     assert error.value.status_code == 422
+
+
+@pytest.mark.slow
+def test_image_files_get_the_probabilities_the_split_gets(
+    trained: tuple[Path, Path], test_split_predictions: list[dict[str, str]], tmp_path: Path
+) -> None:
+    """The README's `input_path=`: the test images as a .npy file of (N, 8, 8) (one channel,
+    squeezed) and as a .csv file of 64 pixels a row, predicted as the split (in process:
+    `predict` is what predict.py runs)."""
+    datamodule = DigitsDataModule()
+    datamodule.setup("test")
+    images = datamodule.splits["test"][0].numpy()[:, 0]
+    np.save(tmp_path / "images.npy", images)
+    np.savetxt(tmp_path / "images.csv", images.reshape(len(images), 64), delimiter=",")
+    for name in ("images.npy", "images.csv"):
+        overrides = [f"ckpt_path={trained[1]}", f"input_path={tmp_path / name}"]
+        out = tmp_path / name.replace(".", "_")
+        rows = read_csv(predict(compose_config(overrides, out, "predict")))
+        assert list(rows[0])[:2] == ["index", "prediction"] and len(rows) == 270
+        assert np.allclose(probabilities(rows), probabilities(test_split_predictions), atol=2e-6)
+
+
+@pytest.mark.slow
+def test_images_of_another_size_are_one_paragraph_and_nothing_is_written(
+    trained: tuple[Path, Path], tmp_path: Path
+) -> None:
+    np.save(tmp_path / "mnist_sized.npy", np.zeros((4, 28, 28), dtype=np.float32))
+    overrides = [f"ckpt_path={trained[1]}", f"input_path={tmp_path / 'mnist_sized.npy'}"]
+    with pytest.raises(UserError, match=r"holds inputs of shape \(4, 28, 28\), where the model "):
+        predict(compose_config(overrides, tmp_path / "run", "predict"))
+    assert not (tmp_path / "run").exists()

@@ -69,8 +69,11 @@ def plot_learning_curves(history: Sequence[Mapping[str, float]], path: str | Pat
     return _save(plt, fig, path)
 
 
-def plot_confusion_matrix(true: np.ndarray, predicted: np.ndarray, count: int, path: Path) -> Path:
-    """Counts of each true class (rows) predicted as each class; the diagonal is what is right."""
+def plot_confusion_matrix(
+    true: np.ndarray, predicted: np.ndarray, count: int, path: Path, where: str = ""
+) -> Path:
+    """Counts of each true class (rows) predicted as each class; the diagonal is what is right.
+    ``where``: which test loader (``, loader 1``)."""
     from sklearn.metrics import ConfusionMatrixDisplay
 
     # At least as wide as the title, for a handful of classes too.
@@ -78,17 +81,20 @@ def plot_confusion_matrix(true: np.ndarray, predicted: np.ndarray, count: int, p
     ConfusionMatrixDisplay.from_predictions(
         true, predicted, labels=range(count), ax=ax, cmap="Blues", include_values=count <= 30
     )
-    ax.set_title(f"Test confusion matrix (accuracy {np.mean(true == predicted):.3f})")
+    ax.set_title(f"Test confusion matrix{where} (accuracy {np.mean(true == predicted):.3f})")
     return _save(plt, fig, path)
 
 
-def plot_predicted_vs_true(predicted: np.ndarray, true: np.ndarray, path: Path) -> Path:
-    """Each test sample as a point; on the diagonal, the prediction is right. R² and RMSE."""
+def plot_predicted_vs_true(
+    predicted: np.ndarray, true: np.ndarray, path: Path, where: str = ""
+) -> Path:
+    """Each test sample as a point; on the diagonal, the prediction is right. R² and RMSE.
+    ``where``: which test loader."""
     from sklearn.metrics import PredictionErrorDisplay, r2_score
 
     rmse = math.sqrt(np.mean((true - predicted) ** 2))
     plt, fig, ax = _figure(figsize=(5.2, 5.0))
     PredictionErrorDisplay.from_predictions(true, predicted, kind="actual_vs_predicted", ax=ax)
-    title = f"Test set: R² {r2_score(true, predicted):.3f}, RMSE {rmse:.3g} ({len(true)} samples)"
+    title = f"Test set{where}: R² {r2_score(true, predicted):.3f}, RMSE {rmse:.3g} ({len(true)} samples)"
     ax.set_title(title)
     return _save(plt, fig, path)

@@ -1,6 +1,7 @@
 """Plots of every run, for any module, as PNGs in the run directory and images in the loggers
 that take them: learning curves after fit; after test, a confusion matrix (classification) or
-predicted against true values (regression). A docs-style ``test_step`` returns nothing, so
+predicted against true values (regression), one per test loader (``confusion_matrix.png``,
+then ``confusion_matrix_dataloader_1.png``, ...). A docs-style ``test_step`` returns nothing, so
 after each test batch ``(inputs, targets, ...)`` this runs ``forward`` on the inputs again:
 class scores against class indices, or one value against 0/1 targets, are a classifier's; one
 number a sample otherwise, a regression's. Anything else gets a line in the log.
@@ -47,7 +48,8 @@ class PlotCallback(Callback):
         self.dirpath = Path(dirpath)
         self.max_test_samples = max_test_samples
         self.history: list[dict[str, float]] = []
-        self._test: tuple[list[Tensor], list[Tensor]] | None = ([], [])  # outputs, targets
+        # outputs and targets of each test loader; None once a batch is not a task's
+        self._test: dict[int, tuple[list[Tensor], list[Tensor]]] | None = {}
 
     def _record(self, trainer: Trainer, epoch: int, stage: str) -> None:
         results = validation_results(trainer) if stage == "val" else training_results(trainer)
@@ -90,7 +92,7 @@ class PlotCallback(Callback):
 
     # -- the test set: confusion matrix or predicted against true -------------------------
     def on_test_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._test = ([], [])
+        self._test = {}
 
     def on_test_batch_end(
         self,
@@ -101,7 +103,10 @@ class PlotCallback(Callback):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        if self._test is None or sum(map(len, self._test[1])) >= self.max_test_samples:
+        if self._test is None:
+            return
+        kept, targets = self._test.setdefault(dataloader_idx, ([], []))
+        if sum(map(len, targets)) >= self.max_test_samples:
             return
         try:
             if not isinstance(batch, (list, tuple)):
@@ -112,18 +117,26 @@ class PlotCallback(Callback):
             log.info(f"Plots: no test-set plot ({type(error).__name__}: {error}).")
             self._test = None
             return
-        self._test[0].append(predicted.float().cpu())
-        self._test[1].append(target.cpu())
+        kept.append(predicted.float().cpu())
+        targets.append(target.cpu())
 
     def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # Every rank takes part in the gather (a collective), whatever it collected.
         tests = [test for test in gather_from_ranks(self._test) if test is not None]
-        outputs = [t for kept, _ in tests for t in kept]
-        if trainer.is_global_zero and outputs and len(tests) == trainer.world_size:
-            targets = torch.cat([t for _, kept in tests for t in kept])
-            self._plot_test(trainer, torch.cat(outputs), targets)
+        if not trainer.is_global_zero or len(tests) != trainer.world_size:
+            return
+        loaders = sorted({index for test in tests for index in test})
+        for index in loaders:
+            outputs = [t for test in tests for t in test.get(index, ([], []))[0]]
+            targets = [t for test in tests for t in test.get(index, ([], []))[1]]
+            if outputs:
+                name = f"_dataloader_{index}" if index else ""
+                where = f", loader {index}" if len(loaders) > 1 else ""
+                self._plot_test(trainer, torch.cat(outputs), torch.cat(targets), name, where)
 
-    def _plot_test(self, trainer: Trainer, outputs: Tensor, targets: Tensor) -> None:
+    def _plot_test(
+        self, trainer: Trainer, outputs: Tensor, targets: Tensor, name: str, where: str
+    ) -> None:
         per_sample = outputs.reshape(len(outputs), -1)
         probabilities = binary_probabilities(outputs, targets)
         integers = not targets.is_floating_point() and targets.dim() == 1
@@ -133,16 +146,16 @@ class PlotCallback(Callback):
             count = per_sample.shape[1]
             predicted, true = per_sample.argmax(dim=1), targets.clamp(0, count - 1)
         elif per_sample.shape[1] == 1 and targets.numel() == len(outputs):
-            path = self.dirpath / "predictions.png"
-            plot_predicted_vs_true(per_sample[:, 0].numpy(), targets.float().numpy(), path)
-            log_image(trainer, "plots/predictions", path)
+            path = self.dirpath / f"predictions{name}.png"
+            plot_predicted_vs_true(per_sample[:, 0].numpy(), targets.float().numpy(), path, where)
+            log_image(trainer, f"plots/predictions{name}", path)
             return
         else:
             log.info(f"Plots: no test-set plot for outputs {tuple(outputs.shape)}: not a task's.")
             return
-        path = self.dirpath / "confusion_matrix.png"
-        plot_confusion_matrix(true.numpy(), predicted.numpy(), count, path)
-        log_image(trainer, "plots/confusion_matrix", path)
+        path = self.dirpath / f"confusion_matrix{name}.png"
+        plot_confusion_matrix(true.numpy(), predicted.numpy(), count, path, where)
+        log_image(trainer, f"plots/confusion_matrix{name}", path)
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": [dict(row) for row in self.history]}

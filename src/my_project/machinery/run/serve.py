@@ -1,7 +1,8 @@
 """Serving: `python serve.py ckpt_path=PATH` answers `POST /predict` as predict.py predicts
-(LitServe's server, on the device and in the precision the trainer config names). Concurrent
-requests are predicted in batches; a bad request gets a 4xx and the server goes on
-(`serve_api.py`). ``GET /health`` says ``ok`` once the model is loaded. Ctrl-C or SIGTERM stop it.
+(LitServe's server, on the device and in the precision the trainer config names), once the
+model has answered the data's first batch sent as a request. Concurrent requests are predicted
+in batches; a bad request gets a 4xx and the server goes on (`serve_api.py`). ``GET /health``
+says ``ok`` once the model is loaded. Ctrl-C or SIGTERM stop it.
 """
 
 from __future__ import annotations
@@ -26,28 +27,28 @@ HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
 
 
 def serve(cfg: DictConfig) -> None:
-    """Check, load the checkpoint's model, and serve it until stopped."""
+    """Check, load the checkpoint's model, see it answer the data's first batch as a request,
+    and serve it until stopped."""
     require_extra(("litserve",), "serve", "serve.py")
     import litserve as ls
     from lightning.pytorch.utilities.model_helpers import is_overridden
-    from lightning_utilities.core.apply_func import apply_to_collection
-    from torch import Tensor
 
     from ..config import print_config_tree
-    from .predict import classifier_of, inputs_of, split_loaders
-    from .serve_api import CheckpointAPI, RequestCheck, shown
+    from .predict import classifier_of, signature_for, split_loaders
+    from .serve_api import CheckpointAPI, RequestCheck, check_it_answers
 
     ckpt_path, config, model = checkpoint_run(cfg)  # check, build
     check_address(cfg.host, cfg.port)
-    _, batch = split_loaders(cfg, model)
-    shape, dtype = signature_of(inputs_of(batch), type(model).__name__)
-    own = is_overridden("predict_step", model)  # gets batches shaped as the data's first
-    example = apply_to_collection(batch, Tensor, lambda t: t[:1]) if own else None
-    task = None if example is not None else classifier_of(model, batch)
+    loaders, batch = split_loaders(cfg, model)
+    own = is_overridden("predict_step", model)  # gets batches shaped as the data's
+    source = f"the {cfg.split} split"
+    signature = signature_for(model, loaders, own, source)
+    task = None if own else classifier_of(model, batch)
+    check_it_answers(model, signature, batch, own, task, source)
     devices = OmegaConf.to_object(cfg.trainer).get("devices", "auto")  # type: ignore[union-attr]
     try:  # LitServe's own checks of its settings
         api = CheckpointAPI(
-            cfg.model._target_, ckpt_path, shape, dtype, example, task, cfg.trainer.precision,
+            cfg.model._target_, ckpt_path, signature, own, task, cfg.trainer.precision,
             max_batch_size=cfg.max_batch_size, batch_timeout=cfg.batch_timeout,
         )  # fmt: skip
         server = ls.LitServer(
@@ -57,7 +58,7 @@ def serve(cfg: DictConfig) -> None:
             workers_per_device=cfg.workers_per_device,
             timeout=cfg.timeout,
             middlewares=[
-                (RequestCheck, {"shape": shape, "dtype": dtype, "max_bytes": cfg.max_request_bytes})
+                (RequestCheck, {"signature": signature, "max_bytes": cfg.max_request_bytes})
             ],
         )
     except (ValueError, TypeError) as error:
@@ -70,7 +71,7 @@ def serve(cfg: DictConfig) -> None:
     print_config_tree(config)
     print_config_tree(config, save_to=output_dir / "config_tree.log")
     url = f"http://{'localhost' if cfg.host == '127.0.0.1' else cfg.host}:{cfg.port}"
-    send = 'POST {"inputs": [...]}, inputs shaped ' + shown(shape, dtype)
+    send = f"POST {signature.request()}"
     print(f"Serving {type(model).__name__} of {ckpt_path} at {url}/predict: {send}.", flush=True)
     from ..reliability import signals
 
@@ -79,18 +80,6 @@ def serve(cfg: DictConfig) -> None:
         server.run(
             host=cfg.host, port=cfg.port, log_level=cfg.log_level, generate_client_file=False
         )
-
-
-def signature_of(inputs: Any, name: str) -> tuple[tuple[int, ...], str]:
-    """The shape of one input and the dtype of a batch of inputs (one tensor)."""
-    import torch
-
-    if not isinstance(inputs, torch.Tensor) or inputs.dim() < 1:
-        raise UserError(
-            f"{name} takes {type(inputs).__name__} inputs; serve.py and export.py take models "
-            "whose input is one tensor, a batch of samples along its first dimension."
-        )
-    return tuple(inputs.shape[1:]), str(inputs.dtype).removeprefix("torch.")
 
 
 def check_address(host: Any, port: Any) -> None:
