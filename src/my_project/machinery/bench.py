@@ -197,4 +197,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    from .errors import report_user_errors
+
+    report_user_errors(main)()  # a bad value, a module the device guard stops: one paragraph
