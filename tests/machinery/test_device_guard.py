@@ -9,6 +9,7 @@ on `meta` left in a CPU model (torch refuses both devices in one operation, as o
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,17 @@ from my_project.machinery.devices.guard import DevicePlacementError, watch_devic
 from my_project.machinery.errors import UserError
 
 from .docs_style import LitClassifier
-from .helpers import CONFIG_DIR, DOCS_STYLE, FAST, compose_config, pinned, run_entry
+from . import processes
+from .helpers import (
+    CONFIG_DIR,
+    DOCS_STYLE,
+    FAST,
+    ROOT,
+    clean_env,
+    compose_config,
+    pinned,
+    run_entry,
+)
 
 # -- modules: each holds or uses a tensor one way ----------------------------------------------
 
@@ -472,6 +483,18 @@ def test_train_py_stops_a_broken_model_with_the_fix_and_writes_no_checkpoint(
     assert 'register_buffer("class_weights"' in result.stderr
     assert "Traceback" not in result.stderr
     assert not list(tmp_path.glob("checkpoints/*.ckpt"))
+
+
+@pytest.mark.slow
+def test_the_benchmark_stops_a_broken_model_as_train_does() -> None:
+    """`python -m ...bench --workload none ...`: the same paragraph and exit status as train.py."""
+    bench = [sys.executable, "-m", "my_project.machinery.bench", "--workload", "none"]
+    steps = ["--steps", "2", "--warmup", "1", "--repeats", "1"]
+    target = f"model._target_={__name__}.BrokenClassifier"
+    result = processes.run([*bench, *DOCS_STYLE, target, *steps], ROOT, clean_env(), 300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "`class_weights` (a tensor, on meta), in `cross_entropy` at " in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.slow
