@@ -28,8 +28,8 @@ from my_project.machinery.callbacks.device_guard import DeviceGuard
 from my_project.machinery.devices.guard import DevicePlacementError, watch_devices
 from my_project.machinery.errors import UserError
 
-from .docs_style import LitClassifier
 from . import processes
+from .docs_style import LitClassifier
 from .helpers import (
     CONFIG_DIR,
     DOCS_STYLE,
