@@ -12,6 +12,7 @@ tensors moved.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
@@ -93,6 +94,7 @@ class DeviceGuard(Callback):
         watch = self.watches[step] = DeviceWatch(pl_module)
         method = getattr(pl_module, step)
 
+        @functools.wraps(method)  # Lightning reads its signature (which arguments to pass)
         def watched(*args: Any, **kwargs: Any) -> Any:
             with watch:
                 return method(*args, **kwargs)
