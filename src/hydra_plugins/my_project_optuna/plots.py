@@ -22,9 +22,8 @@ def save_plots(study: Study, sweep_dir: Path, metric: str) -> dict[str, str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from optuna.exceptions import ExperimentalWarning
-    from optuna.visualization import matplotlib as plots
-
     from optuna.trial import TrialState
+    from optuna.visualization import matplotlib as plots
 
     drawings = {
         PLOTS[0]: lambda: plots.plot_optimization_history(study, target_name=metric),
