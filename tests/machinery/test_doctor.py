@@ -37,28 +37,27 @@ def planned(stdout: str, command: str) -> dict[str, tuple[str, str]]:
 
 
 def test_the_report_names_the_versions_devices_the_run_and_times_each_device() -> None:
-    result = run_doctor()
+    """With `trainer=cpu`, a project's own trainer defaults aside (a generated one's may be DDP)."""
+    result = run_doctor("trainer=cpu")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     rows = dict(
         re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in result.stdout.splitlines()[:6]
     )
     assert rows["torch, Lightning"].startswith(torch.__version__)
     assert rows["torch.cuda.is_available()"] == str(torch.cuda.is_available())
-    plan = planned(result.stdout, "python train.py")
+    plan = planned(result.stdout, "python train.py trainer=cpu")
     assert list(plan) == SETTINGS  # one line each, with the reason
+    assert plan["accelerator"][0] == "cpu"
+    assert plan["accelerator"][1].startswith("trainer.accelerator=cpu, asked for; torch sees ")
+    assert plan["devices"] == ("1", "trainer.devices=1: 1 CPU process")
+    assert plan["strategy"] == (
+        "SingleDeviceStrategy",
+        "trainer.strategy=auto: Lightning's pick for 1 device, one process on one device",
+    )
     assert plan["precision"] == (
         "32-true",
         "trainer.precision=32-true: float32 weights and computation",
     )
-    if not torch.cuda.is_available() and not torch.backends.mps.is_available():
-        assert plan["accelerator"] == (
-            "cpu",
-            "trainer.accelerator=auto: Lightning's pick, as torch sees no CUDA GPU and no MPS",
-        )
-        assert plan["strategy"] == (
-            "SingleDeviceStrategy",
-            "trainer.strategy=auto: Lightning's pick for 1 device, one process on one device",
-        )
     timed = result.stdout.split(f"One {doctor.SIZE}x{doctor.SIZE} float32 matrix product:\n")[1]
     devices = [line.split()[0] for line in timed.splitlines()]
     assert devices == doctor.devices() and devices[0] == "cpu"

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..config import print_config_tree
 from ..distributed import is_rank_zero
 from ..errors import UserError
-from ..reliability.secrets import mask_secrets
+from ..reliability.secrets import MASK, mask_secrets
 from .boundary import built_from
 
 __all__ = ["Job", "built_from", "evaluation_job", "load_model", "training_job"]
@@ -178,8 +178,10 @@ def load_model(
         elif name in saved and parameter.default is not parameter.empty:
             arguments[name] = parameter.default
     late = deferred.builds_late(cls)
-    if late and datamodule is None and run is not None and "_target_" in (run.get("data") or {}):
-        datamodule = instantiate(run.data)  # the data of the run: the shapes it trained with
+    data_cfg = run.get("data") if run is not None else None
+    saved_data = isinstance(data_cfg, DictConfig) and "_target_" in data_cfg
+    if late and datamodule is None and saved_data and MASK not in OmegaConf.to_yaml(data_cfg):
+        datamodule = instantiate(data_cfg)  # the data of the run: the shapes it trained with
     if late and datamodule is not None:
         if is_rank_zero():  # as Lightning prepares data: once (other processes come after)
             datamodule.prepare_data()
