@@ -134,6 +134,7 @@ def test_search_killed_mid_trial_continues_its_study_to_the_requested_trials(
         "hparams_search=docs_style",
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.pruner=null",
+        "hydra.sweeper.plots=false",  # drawn in the test above
         "trainer.max_epochs=1",
         "logger=csv",
         f"hydra.sweep.dir={sweep}",
@@ -193,6 +194,7 @@ def test_a_copy_of_the_search_config_minimises_a_loss_with_one_wandb_group(
         "experiment=docs_style",
         "hparams_search=docs_loss",
         "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.plots=false",
         "trainer.max_epochs=2",
         "logger=wandb",
         f"hydra.sweep.dir={sweep}",
@@ -232,6 +234,7 @@ def test_search_with_ddp_trials_runs_each_trial_once_and_prunes_on_every_rank(
         *DOCS_STYLE,
         "hparams_search=docs_style",
         "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.plots=false",
         "trainer=ddp_cpu",
         "trainer.max_epochs=2",
         "logger=csv",

@@ -114,8 +114,10 @@ class OptunaSweeper(Sweeper):
         sampler: Any = None,  # configs with a _target_, built once the study is known
         pruner: Any = None,  # null: never prune
         enqueue: Sequence[Mapping[str, Any]] = (),  # parameter sets to run first
+        plots: bool = True,  # Optuna's, into the sweep directory at the end
     ) -> None:
         self.params, self.enqueue = dict(plain(params) or {}), list(plain(enqueue))
+        self.plots = plots
         self.direction, self.n_trials, self.study_name = direction, n_trials, study_name
         self.storage, self.sampler, self.pruner = storage, sampler, pruner
 
@@ -164,11 +166,12 @@ class OptunaSweeper(Sweeper):
             text = yaml.safe_dump(record, sort_keys=False)
             (sweep_dir / "best_params.yaml").write_text(text)
             print(f"The best trial ({sweep_dir / 'best_params.yaml'}):\n{text}", end="", flush=True)
-        problems = save_plots(study, sweep_dir, self.metric)
-        drawn = ", ".join(name for name in PLOTS if name not in problems)
-        print(f"Optuna's plots in {sweep_dir}: {drawn or 'none'}", flush=True)
-        for name, problem in problems.items():
-            print(f"  {name}: {problem}", flush=True)
+        if self.plots:
+            problems = save_plots(study, sweep_dir, self.metric)
+            drawn = ", ".join(name for name in PLOTS if name not in problems)
+            print(f"Optuna's plots in {sweep_dir}: {drawn or 'none'}", flush=True)
+            for name, problem in problems.items():
+                print(f"  {name}: {problem}", flush=True)
         return study
 
     def _study(self) -> Study:
