@@ -25,20 +25,25 @@ class DeviceGuard(Callback):
     def __init__(self) -> None:
         self.watches: dict[str, DeviceWatch] = {}  # by step, until its verdict
         self.watched: set[str] = set()  # the steps watched in this stage
+        self.voted: set[str] = set()  # the steps of this stage whose verdict is given
+
+    def new_stage(self) -> None:
+        self.watched.clear()
+        self.voted.clear()
 
     # -- a stage starts: each of its steps is watched once ------------------------------------
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self.watched.clear()
+        self.new_stage()
 
     def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.state.fn == TrainerFn.VALIDATING:  # fit's validations: part of fit's stage
-            self.watched.clear()
+            self.new_stage()
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self.watched.clear()
+        self.new_stage()
 
     def on_predict_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self.watched.clear()
+        self.new_stage()
 
     # -- the first batch of each step ---------------------------------------------------------
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, *_: Any) -> None:
@@ -120,14 +125,16 @@ class DeviceGuard(Callback):
             self.watches[step] = watch  # no more watching here; its vote is at the loop's end
 
     def verdict(self, trainer: Trainer, pl_module: LightningModule, step: str) -> None:
-        """Every process votes (one collective): one stopping alone would leave the others
-        waiting for it at their next collective."""
-        if step not in self.watches:
+        """Every process votes (one collective, once a stage and step), also one that had no
+        batch of the loop: one stopping alone would leave the others waiting for it at their
+        next collective."""
+        watch = self.unwatch(pl_module, step)
+        if step in self.voted or (watch is None and trainer.world_size == 1):
             return
-        watch = self.watches[step]
-        self.unwatch(pl_module, step)
-        if trainer.strategy.reduce_boolean_decision(bool(watch.problems), all=False):
-            if watch.problems:
+        self.voted.add(step)
+        problems = bool(watch is not None and watch.problems)
+        if trainer.strategy.reduce_boolean_decision(problems, all=False):
+            if watch is not None and watch.problems:
                 raise watch.error(step)
             raise DevicePlacementError(
                 f"Another process found tensors of {type(pl_module).__name__} that did not "
