@@ -163,7 +163,7 @@ class DeviceWatch(TorchFunctionMode):
         try:
             result = func(*args, **kwargs)
         except (RuntimeError, NotImplementedError) as error:
-            if self.device.type == "meta" and name in _ON_META and "eta" in str(error):
+            if self.device.type == "meta" and name in _ON_META and "meta" in str(error).lower():
                 return _ON_META[name](*args, **kwargs)  # what needs data, which `meta` has not
             odd = [t for t in tensors if t.device != self.device]
             if not (odd and _ABOUT_DEVICES.search(str(error)) and self.record(name, odd)):
