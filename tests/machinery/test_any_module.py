@@ -197,16 +197,20 @@ def test_the_resumable_loader_leaves_the_global_rng_alone() -> None:
 def test_a_checkpoint_of_layers_made_in_configure_model_matches_a_new_module(
     tmp_path: Path,
 ) -> None:
-    """Before a fit calls `configure_model`, the module has no such layers: their weights in
-    a checkpoint are not another model's (a resume of such a module was refused)."""
+    """Before a fit calls `configure_model`, the module has no such layers: a resume checks the
+    checkpoint against them as `configure_model` builds them (a resume of such a module was
+    refused)."""
     from my_project.machinery.preflight.checkpoint import check_checkpoint_matches
+    from my_project.machinery.run.deferred import build_layers
 
     from .zoo import configure_model
 
     run = trainer(tmp_path, ModelCheckpoint(dirpath=tmp_path, save_last=True), epochs=1)
     run.fit(configure_model.LateBuiltClassifier(), configure_model.LateBuiltData())
-    fresh = configure_model.LateBuiltClassifier()
+    fresh, data = configure_model.LateBuiltClassifier(), configure_model.LateBuiltData()
     assert fresh.net is None
+    data.setup("fit")
+    build_layers(fresh, "fit", trainer(tmp_path / "again"), data)
     assert check_checkpoint_matches(str(tmp_path / "last.ckpt"), fresh)["global_step"] == 8
 
 

@@ -1,37 +1,51 @@
-"""The device guard names every tensor that will not follow the model, before the first step."""
+"""The device guard stops a run only where a tensor the model holds, which Lightning does not
+move, meets the model's own on another device; it names the tensor and fixes that work.
+
+On a CPU two stand-ins show what a GPU run meets: the model moved to `meta` (its steps called
+inside `watch_devices`, as a team's own tests would), and, in real Trainer runs, a tensor made
+on `meta` left in a CPU model (torch refuses both devices in one operation, as on a GPU).
+"""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 from lightning.pytorch import Callback, LightningModule, Trainer
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
-from torchmetrics import MeanMetric, SumMetric
+from torchmetrics import MeanMetric, MetricCollection, SumMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from my_project.machinery.callbacks import device_guard as guard_callback
 from my_project.machinery.callbacks.device_guard import DeviceGuard
-from my_project.machinery.devices.guard import (
-    DevicePlacementError,
-    check_device_placement,
-    find_device_problems,
-)
+from my_project.machinery.devices.guard import DevicePlacementError, watch_devices
 from my_project.machinery.errors import UserError
 
-from .docs_style import LitClassifier, LitDataModule
-from .helpers import DOCS_STYLE, FAST, compose_config, run_entry
+from . import processes
+from .docs_style import LitClassifier
+from .helpers import (
+    CONFIG_DIR,
+    DOCS_STYLE,
+    FAST,
+    ROOT,
+    clean_env,
+    compose_config,
+    pinned,
+    run_entry,
+)
 
-# -- modules with the classic mistakes ---------------------------------------------------------
+# -- modules: each holds or uses a tensor one way ----------------------------------------------
 
 
 class Tiny(LightningModule):
-    """A small trainable module; subclasses add one mistake each."""
+    """A small classifier; subclasses hold or use one tensor their own way (`extra`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -39,10 +53,13 @@ class Tiny(LightningModule):
         self.loss = MeanMetric()
         self.steps: list[str] = []  # which steps ran (strings, not tensors)
 
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits, y)
+
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         self.steps.append("train")
         x, y = batch
-        loss = nn.functional.cross_entropy(self.layer(x), y)
+        loss = self.extra(x, self.layer(x), y)
         self.loss.update(loss.detach())
         return loss
 
@@ -51,54 +68,212 @@ class Tiny(LightningModule):
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
         self.steps.append("test")
+        x, y = batch
+        self.extra(x, self.layer(x), y)
 
     def predict_step(self, batch: Any, batch_idx: int) -> Tensor:
-        return self.layer(batch[0])
+        self.steps.append("predict")
+        x, y = batch
+        return self.extra(x, self.layer(x), y)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-class PlainTensorAttribute(Tiny):
+class WeightsAsMade(Tiny):
+    """Class weights computed in `setup`, kept as a plain attribute and used as they are."""
+
+    def setup(self, stage: str) -> None:
+        self.class_weights = torch.tensor([1.0, 2.0, 3.0])
+
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits, y, weight=self.class_weights)
+
+
+class WeightsMovedWhereUsed(WeightsAsMade):
+    """The same, moved where used: correct, on any device."""
+
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits, y, weight=self.class_weights.to(self.device))
+
+
+class WeightsRegistered(WeightsAsMade):
+    """The guard's first fix: a buffer, registered where the tensor is made (here `setup`)."""
+
+    def setup(self, stage: str) -> None:
+        self.register_buffer("class_weights", torch.tensor([1.0, 2.0, 3.0]))
+
+
+class WeightsDoubled(WeightsAsMade):
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits, y, weight=self.class_weights * 2)
+
+
+class RunningTotal(Tiny):
     def __init__(self) -> None:
         super().__init__()
-        self.total = torch.tensor(0.0)  # the seeds' mistake: will stay on the CPU
-        self.register_buffer("count", torch.tensor(0.0))  # correct: follows the module
+        self.total = torch.tensor(0.0)
+
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        loss = F.cross_entropy(logits, y)
+        self.total += loss.detach()
+        return loss
+
+
+class RunningTotalAsBuffer(RunningTotal):
+    def __init__(self) -> None:
+        super().__init__()
+        del self.total
+        self.register_buffer("total", torch.tensor(0.0))
+
+
+class RunningTotalAsMetric(RunningTotal):
+    """The other fix for a running total: a torchmetrics metric (its states follow the model)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.total
+        self.total = SumMetric()
+
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        loss = F.cross_entropy(logits, y)
+        self.total.update(loss.detach())
+        return loss
 
 
 class ListOfTensors(Tiny):
     def __init__(self) -> None:
         super().__init__()
-        self.history = [torch.zeros(3), torch.zeros(3)]
+        self.offsets = [torch.zeros(3), torch.ones(3)]
+
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits + self.offsets[1], y)
+
+
+class ListOfTensorsStacked(ListOfTensors):
+    def __init__(self) -> None:
+        super().__init__()
+        offsets = self.offsets
+        del self.offsets
+        self.register_buffer("offsets", torch.stack(offsets))
+
+
+class ListOfTensorsMovedWhereUsed(ListOfTensors):
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits + self.offsets[1].to(self.device), y)
 
 
 class DictOfMetrics(Tiny):
     def __init__(self) -> None:
         super().__init__()
-        self.metrics = {"acc": MulticlassAccuracy(num_classes=3), "total": SumMetric()}
+        self.metrics = {"acc": MulticlassAccuracy(num_classes=3)}
+
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        self.metrics["acc"].update(logits, y)
+        return F.cross_entropy(logits, y)
 
 
-class BrokenClassifier(LitClassifier):
-    """A team's docs-style classifier plus a running total kept as a plain tensor attribute."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.total = torch.tensor(0.0)
+class MetricCollectionOfMetrics(DictOfMetrics):
+    def __init__(self) -> None:
+        super().__init__()
+        self.metrics = MetricCollection({"acc": MulticlassAccuracy(num_classes=3)})
 
 
-class BrokenOnRankOneClassifier(LitClassifier):
-    """Broken in the second DDP process only: the first must stop too, not wait forever."""
+class ListOfHeads(Tiny):
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = [nn.Linear(4, 3)]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if os.environ.get("LOCAL_RANK", "0") == "1":
-            self.total = torch.tensor(0.0)
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits + self.heads[0](x), y)
+
+
+class ModuleListOfHeads(ListOfHeads):
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(4, 3)])
+
+
+class HyperparameterTensor(Tiny):
+    def __init__(self) -> None:
+        super().__init__()
+        self.save_hyperparameters({"class_weights": torch.tensor([1.0, 2.0, 3.0])})
+
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits, y, weight=self.hparams["class_weights"])
+
+
+class HyperparameterRegistered(HyperparameterTensor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("class_weights", self.hparams["class_weights"])
+
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits, y, weight=self.class_weights)
+
+
+class MadeInTheStep(Tiny):
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits, y, weight=torch.tensor([1.0, 2.0, 3.0]))
+
+
+class MadeOnTheModelsDevice(Tiny):
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits, y, weight=torch.tensor([1.0, 2.0, 3.0], device=self.device))
+
+
+class TorchAllowsAcrossDevices(Tiny):
+    """Tensors left behind, used where torch takes any device: a 0-dim scalar, a CPU index, a
+    `type_as` move; tensors that do follow (a GRU's flat weights, weight_norm's, an alias of
+    a parameter, `example_input_array`), and a config that is never resolved."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.tensor(0.5)
+        self.order = torch.tensor([2, 0, 1])
+        self.bias = torch.zeros(3)
+        self.rnn = nn.GRU(4, 4)
+        with pytest.warns(FutureWarning):
+            self.norm = nn.utils.weight_norm(nn.Linear(4, 4))
+        self.weights = [self.layer.weight]
+        self.example_input_array = torch.rand(2, 4)
+        self.cfg = OmegaConf.create({"dir": "${oc.env:NOT_SET_ANYWHERE}"})
+
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        logits = logits[:, self.order] * self.scale + self.bias.type_as(logits)
+        hidden = self.rnn(self.norm(x)[None])[0][0]
+        return F.cross_entropy(logits + hidden[:, :3] + self.weights[0].sum(), y)
+
+
+# Each module that uses a tensor left behind, the name the guard gives it, and the fixes it
+# offers, written: every one of them passes.
+FIXED = {
+    WeightsAsMade: ("class_weights", [WeightsRegistered, WeightsMovedWhereUsed]),
+    RunningTotal: ("total", [RunningTotalAsBuffer, RunningTotalAsMetric]),
+    ListOfTensors: ("offsets[1]", [ListOfTensorsStacked, ListOfTensorsMovedWhereUsed]),
+    DictOfMetrics: ("metrics['acc']", [MetricCollectionOfMetrics]),
+    ListOfHeads: ("heads[0]", [ModuleListOfHeads]),
+    HyperparameterTensor: ("hparams['class_weights']", [HyperparameterRegistered]),
+    MadeInTheStep: ("made in the step", [MadeOnTheModelsDevice]),
+}
+
+
+def batch(device: str = "cpu", n: int = 8) -> tuple[Tensor, Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.randn(n, 4, generator=generator), torch.randint(0, 3, (n,), generator=generator)
+    return x.to(device), y.to(device)
+
+
+def step_on_meta(module: Tiny) -> None:
+    """A training step of ``module`` moved to `meta`, watched: what a GPU run would meet."""
+    module.setup("fit")
+    module.to("meta")
+    with watch_devices(module, "training_step"):
+        module.training_step(batch("meta"), 0)
 
 
 def loader(n: int = 16) -> DataLoader:
-    generator = torch.Generator().manual_seed(0)
-    x, y = torch.randn(n, 4, generator=generator), torch.randint(0, 3, (n,), generator=generator)
-    return DataLoader(TensorDataset(x, y), batch_size=4)
+    return DataLoader(TensorDataset(*batch(n=n)), batch_size=4)
 
 
 def make_trainer(*callbacks: Callback, max_epochs: int = 1) -> Trainer:
@@ -114,155 +289,147 @@ def make_trainer(*callbacks: Callback, max_epochs: int = 1) -> Trainer:
     )
 
 
-def docs_style_model() -> LitClassifier:
-    return LitClassifier(num_features=16, num_classes=4)
+# -- the watch, on `meta` ------------------------------------------------------------------------
 
 
-# -- the walk ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("broken", list(FIXED), ids=lambda cls: cls.__name__)
+def test_a_tensor_left_behind_is_named_where_it_meets_the_models(broken: type[Tiny]) -> None:
+    name, _ = FIXED[broken]
+    with pytest.raises(DevicePlacementError) as error:
+        step_on_meta(broken())
+    message = str(error.value)
+    assert f"{broken.__name__}'s training_step met tensors that did not follow the model to meta"
+    assert name in message, message
+    assert f"{Path(__file__).name}:" in message  # the team's line, in the team's file
+    assert issubclass(DevicePlacementError, UserError)  # train.py: one paragraph, exit 2
 
 
-def test_plain_tensor_attribute_is_reported_by_name_with_register_buffer_fix() -> None:
-    [problem] = find_device_problems(PlainTensorAttribute())
-    assert problem.startswith("`total` (a tensor on cpu): ")
-    assert 'self.register_buffer("total"' in problem and ".to(self.device)" in problem
-    assert "SumMetric" in problem  # the other fix for a running total
+@pytest.mark.parametrize(
+    "fixed", [fix for _, fixes in FIXED.values() for fix in fixes], ids=lambda cls: cls.__name__
+)
+def test_every_fix_the_guard_offers_passes(fixed: type[Tiny]) -> None:
+    step_on_meta(fixed())
 
 
-def test_each_tensor_of_a_list_attribute_is_reported_with_the_fix() -> None:
-    problems = find_device_problems(ListOfTensors())
-    assert [p.split()[0] for p in problems] == ["`history[0]`", "`history[1]`"]
-    assert all('register_buffer("history"' in p and "ParameterList" in p for p in problems)
+def test_the_fixes_offered_are_the_ones_that_pass() -> None:
+    messages = {}
+    for broken in (WeightsAsMade, RunningTotal, ListOfTensors, DictOfMetrics, HyperparameterTensor):
+        with pytest.raises(DevicePlacementError) as error:
+            step_on_meta(broken())
+        messages[broken] = str(error.value)
+    assert (
+        'self.register_buffer("class_weights", ...)` where it is made, in __init__ or setup'
+        in (messages[WeightsAsMade])
+    )
+    assert "`self.class_weights.to(self.device)`" in messages[WeightsAsMade]
+    assert "SumMetric" in messages[RunningTotal]
+    assert 'register_buffer("offsets", torch.stack(...))' in messages[ListOfTensors]
+    assert "`self.offsets[1].to(self.device)`" in messages[ListOfTensors]
+    assert "(a MulticlassAccuracy in a plain list or dict, on cpu)" in messages[DictOfMetrics]
+    assert "MetricCollection" in messages[DictOfMetrics]
+    assert "use `self.class_weights`" in messages[HyperparameterTensor]
 
 
-def test_plain_dict_of_torchmetrics_is_reported_with_moduledict_fix() -> None:
-    module = DictOfMetrics()
-    problems = find_device_problems(module)
-    assert [p.split()[0] for p in problems] == ["`metrics['acc']`", "`metrics['total']`"]
-    assert "(a MulticlassAccuracy in a plain container)" in problems[0]
-    assert all("nn.ModuleDict" in p and "MetricCollection" in p for p in problems)
-    # Not hypothetical: the metrics' states really stay behind when the module moves.
-    module.to("meta")
-    assert module.metrics["total"].sum_value.device == torch.device("cpu")
+def test_a_tensor_computed_from_one_left_behind_is_named_by_it() -> None:
+    with pytest.raises(DevicePlacementError, match=r"computed from `class_weights`"):
+        step_on_meta(WeightsDoubled())
 
 
-def test_meta_device_shows_stale_tensors_without_a_gpu() -> None:
-    module = PlainTensorAttribute().to("meta")
-    assert module.count.device == torch.device("meta")  # the buffer followed ...
-    [problem] = find_device_problems(module)  # ... the plain attribute did not
-    assert problem.startswith("`total` (a tensor on cpu)")
-    with pytest.raises(DevicePlacementError, match=r"`total` \(a tensor on cpu\)"):
-        check_device_placement(module)
-    assert issubclass(DevicePlacementError, UserError)  # train.py prints it, exit code 2
+def test_tensors_used_as_torch_allows_across_devices_pass() -> None:
+    step_on_meta(TorchAllowsAcrossDevices())
 
 
-def test_docs_style_module_reports_nothing_before_and_after_meta() -> None:
-    model = docs_style_model()
-    assert find_device_problems(model) == []
-    check_device_placement(model.to("meta"))
-    assert model.device == torch.device("meta")
+def test_the_docs_style_module_passes_every_step_on_meta() -> None:
+    model = LitClassifier(num_features=4, num_classes=3).to("meta")
+    with watch_devices(model):
+        model.training_step(batch("meta"), 0)
+        model.validation_step(batch("meta"), 0)
+        model.test_step(batch("meta"), 0)
 
 
-def test_unregistered_modules_and_parameters_are_reported() -> None:
-    module = Tiny()
-    module.heads = [nn.Linear(2, 2), nn.ReLU()]  # nn.Module.__setattr__ keeps lists as they are
-    module.scales = {"a": nn.Parameter(torch.ones(1))}
-    problems = {p.split()[0]: p for p in find_device_problems(module)}
-    assert set(problems) == {"`heads[0]`", "`scales['a']`"}  # ReLU holds no tensor
-    assert "nn.ModuleList" in problems["`heads[0]`"]
-    assert "nn.ParameterList/Dict" in problems["`scales['a']`"]
+# -- the callback in real Trainer runs (a tensor on `meta` in a CPU model) ----------------------
 
 
-def test_tensors_that_do_follow_the_module_are_not_reported() -> None:
-    module = Tiny()
-    module.rnn = nn.GRU(4, 4)  # keeps its parameters in a plain list, `_flat_weights`
-    with pytest.warns(FutureWarning):
-        module.norm = nn.utils.weight_norm(nn.Linear(4, 4))  # plain `weight`, rebuilt per call
-    module.weights = [module.layer.weight]  # an alias of a registered parameter
-    module.example_input_array = torch.rand(2, 4)  # Lightning moves it when it uses it
-    module.names = ["a", "b"]
-    module.cfg = OmegaConf.create({"dir": "${oc.env:NOT_SET_ANYWHERE}"})  # not read, not resolved
-    assert find_device_problems(module) == []
+class LeftOnMeta(Tiny):
+    """Class weights on `meta` in a CPU model: torch refuses them as a GPU refuses a CPU
+    tensor. Used by the training, test and predict steps (not by validation)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.class_weights = torch.ones(3, device="meta")
+
+    def extra(self, x: Tensor, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits, y, weight=self.class_weights)
 
 
-def test_buffer_alias_and_hyperparameter_tensor_are_reported() -> None:
-    module = PlainTensorAttribute()
-    module.count_alias = module.count  # `.to()` replaces buffers: the alias keeps the old one
-    module.save_hyperparameters({"class_weights": torch.ones(3), "lr": 0.1})
-    problems = {p.split()[0]: p for p in find_device_problems(module)}
-    assert set(problems) == {"`total`", "`count_alias`", "`hparams['class_weights']`"}
-    assert 'register_buffer("class_weights"' in problems["`hparams['class_weights']`"]
+def test_a_correct_module_that_moves_its_tensor_trains_with_the_guard_on() -> None:
+    module, trainer = WeightsMovedWhereUsed(), make_trainer(DeviceGuard(), max_epochs=2)
+    trainer.fit(module, loader(), loader())
+    assert trainer.global_step == 8
+    assert "training_step" not in vars(module)  # the watch is gone after the first batch
 
 
-# -- the callback in real Trainer runs ---------------------------------------------------------
-
-
-def test_broken_module_fails_at_fit_start_before_any_step() -> None:
-    module = PlainTensorAttribute()
-    trainer = make_trainer(DeviceGuard())
+def test_fit_stops_after_the_first_batch_naming_the_tensor() -> None:
+    module = LeftOnMeta()
+    trainer = make_trainer(DeviceGuard(), max_epochs=3)
     with pytest.raises(DevicePlacementError) as error:
         trainer.fit(module, loader(), loader())
     message = str(error.value)
-    assert "`total` (a tensor on cpu)" in message
-    assert 'self.register_buffer("total", ...)' in message
-    assert module.steps == [] and trainer.global_step == 0  # not even the sanity check ran
+    assert "LeftOnMeta's training_step met tensors that did not follow the model to cpu" in message
+    assert "`class_weights` (a tensor, on meta), in `cross_entropy` at " in message
+    assert f"{Path(__file__).name}:" in message
+    assert module.steps.count("train") == 1  # stopped after the first batch
+    assert "training_step" not in vars(module)
 
 
-@pytest.mark.parametrize("method", ["validate", "test", "predict"])
-def test_broken_module_fails_before_validate_test_and_predict(method: str) -> None:
-    module = ListOfTensors()
-    with pytest.raises(DevicePlacementError, match=r"history\[0\]"):
+@pytest.mark.parametrize("method", ["test", "predict"])
+def test_test_and_predict_stop_after_their_first_batch(method: str) -> None:
+    module = LeftOnMeta()
+    with pytest.raises(DevicePlacementError, match=r"`class_weights` \(a tensor, on meta\)"):
         getattr(make_trainer(DeviceGuard()), method)(module, loader())
-    assert module.steps == []
+    assert module.steps == [method]
 
 
-def test_guard_checks_once_per_run_and_never_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
+def test_guard_watches_the_first_batch_of_each_stage_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    watches: list[str] = []
 
-    def counting(module: nn.Module) -> list[Any]:
-        calls.append(type(module).__name__)
-        return find_device_problems(module)
+    class Counting(guard_callback.DeviceWatch):
+        def __init__(self, module: nn.Module) -> None:
+            watches.append(type(module).__name__)
+            super().__init__(module)
 
-    monkeypatch.setattr(guard_callback, "find_device_problems", counting)
+    monkeypatch.setattr(guard_callback, "DeviceWatch", Counting)
     module, trainer = Tiny(), make_trainer(DeviceGuard(), max_epochs=3)
-    trainer.fit(module, loader(), loader())  # 12 training steps, 3 validation epochs + sanity
-    assert trainer.global_step == 12 and len(calls) == 1
+    trainer.fit(module, loader(), loader())  # 12 training steps, 3 validations + sanity check
+    assert trainer.global_step == 12 and len(watches) == 2  # training_step, validation_step
     trainer.validate(module, loader())
     trainer.test(module, loader())
     trainer.predict(module, loader())
-    assert len(calls) == 4
-    # No batch or epoch hook at all: only the four run-start hooks are overridden.
-    overridden = {
-        name
-        for name, attr in vars(DeviceGuard).items()
-        if name.startswith("on_") and attr is not getattr(Callback, name, None)
-    }
-    assert overridden == {
-        "on_fit_start",
-        "on_validation_start",
-        "on_test_start",
-        "on_predict_start",
-    }
+    assert len(watches) == 5
+    assert not {"training_step", "validation_step", "test_step", "predict_step"} & set(vars(module))
 
 
-def test_docs_style_module_trains_with_the_guard_on() -> None:
-    datamodule = LitDataModule(batch_size=64)
-    model = docs_style_model()
-    trainer = Trainer(
-        accelerator="cpu",
-        max_epochs=1,
-        limit_train_batches=3,
-        limit_val_batches=1,
-        callbacks=[DeviceGuard()],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(model, datamodule=datamodule)
-    assert trainer.global_step == 3
+# -- the entry points ----------------------------------------------------------------------------
 
 
-# -- the entry point ---------------------------------------------------------------------------
+class BrokenClassifier(LitClassifier):
+    """A team's docs-style classifier whose training loss weighs classes with a tensor on
+    `meta` (a CPU run's stand-in for a tensor left on the CPU of a GPU run)."""
+
+    def setup(self, stage: str) -> None:
+        self.class_weights = torch.ones(self.hparams.num_classes, device="meta")
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self(x), y, weight=self.class_weights)
+
+
+class BrokenOnRankOneClassifier(BrokenClassifier):
+    """Broken in the second DDP process only: the first must stop too, not wait forever."""
+
+    def setup(self, stage: str) -> None:
+        device = "meta" if os.environ.get("LOCAL_RANK", "0") == "1" else "cpu"
+        self.class_weights = torch.ones(self.hparams.num_classes, device=device)
 
 
 def test_default_callbacks_include_the_guard(tmp_path: Path) -> None:
@@ -274,6 +441,35 @@ def test_default_callbacks_include_the_guard(tmp_path: Path) -> None:
     assert "device_guard" not in without.callbacks
 
 
+@pytest.mark.parametrize("typed", [[], ["callbacks=device_guard"]])
+def test_a_runs_opt_out_of_the_guard_is_kept_by_eval(
+    tmp_path: Path, typed: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """eval.py of a checkpoint whose run had `~callbacks.device_guard` runs without it too,
+    saying so; naming the callbacks on eval's command line chooses them."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+
+    from my_project.machinery.run.checkpoint_config import use_checkpoint_run
+
+    run = tmp_path / "run"
+    trained = compose_config([*DOCS_STYLE, "~callbacks.device_guard"], run)
+    (run / "checkpoints").mkdir(parents=True)
+    OmegaConf.save(OmegaConf.to_container(trained, resolve=True), run / "config.yaml")
+    ckpt = run / "checkpoints" / "last.ckpt"
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        overrides = pinned([f"ckpt_path={ckpt}", *typed])
+        cfg = compose("eval", overrides=overrides, return_hydra_config=True)
+    HydraConfig().set_config(cfg)
+    try:
+        use_checkpoint_run(cfg, str(ckpt))
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+    assert ("device_guard" in cfg.callbacks) == bool(typed)
+    said = "Callbacks: without device_guard, as the run that wrote the checkpoint trained"
+    assert (said in capsys.readouterr().out) != bool(typed)
+
+
 @pytest.mark.slow
 def test_train_py_stops_a_broken_model_with_the_fix_and_writes_no_checkpoint(
     tmp_path: Path,
@@ -283,16 +479,29 @@ def test_train_py_stops_a_broken_model_with_the_fix_and_writes_no_checkpoint(
         "train", *DOCS_STYLE, *FAST, f"model._target_={target}", f"hydra.run.dir={tmp_path}"
     )
     assert result.returncode == 2, result.stderr[-3000:]
-    assert "`total` (a tensor on cpu)" in result.stderr
-    assert 'register_buffer("total"' in result.stderr
+    assert "`class_weights` (a tensor, on meta), in `cross_entropy` at " in result.stderr
+    assert 'register_buffer("class_weights"' in result.stderr
     assert "Traceback" not in result.stderr
-    assert not (tmp_path / "checkpoints").exists()
+    assert not list(tmp_path.glob("checkpoints/*.ckpt"))
+
+
+@pytest.mark.slow
+def test_the_benchmark_stops_a_broken_model_as_train_does() -> None:
+    """`python -m ...bench --workload none ...`: the same paragraph and exit status as train.py."""
+    bench = [sys.executable, "-m", "my_project.machinery.bench", "--workload", "none"]
+    steps = ["--steps", "2", "--warmup", "1", "--repeats", "1"]
+    target = f"model._target_={__name__}.BrokenClassifier"
+    result = processes.run([*bench, *DOCS_STYLE, target, *steps], ROOT, clean_env(), 300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "`class_weights` (a tensor, on meta), in `cross_entropy` at " in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.slow
 def test_ddp_stops_every_process_when_one_finds_a_problem(tmp_path: Path) -> None:
-    """Two real gloo processes, only rank 1 broken. Without the vote, rank 0 dies at its next
-    collective with a gloo "Connection closed by peer" traceback (with NCCL: hangs)."""
+    """Two real gloo processes, only rank 1 broken: it finishes its first batch with the tensor
+    moved, and both stop there together. Without the vote, rank 0 dies at its next collective
+    with a gloo "Connection closed by peer" traceback (with NCCL: hangs)."""
     result = run_entry(
         "train",
         *DOCS_STYLE,
@@ -305,5 +514,5 @@ def test_ddp_stops_every_process_when_one_finds_a_problem(tmp_path: Path) -> Non
     )
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Another process found tensors of BrokenOnRankOneClassifier" in result.stderr  # rank 0
-    assert "`total` (a tensor on cpu)" in result.stderr  # rank 1's own message
-    assert not (tmp_path / "checkpoints").exists()
+    assert "`class_weights` (a tensor, on meta)" in result.stderr  # rank 1's own message
+    assert not list(tmp_path.glob("checkpoints/*.ckpt"))

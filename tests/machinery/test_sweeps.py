@@ -103,6 +103,25 @@ def test_search_keeps_its_study_in_sqlite_prunes_a_hopeless_trial_and_leaves_res
     assert "Trial 2 pruned: " in result.stdout
     summary = result.stdout[result.stdout.index("The best trial (") :]
     assert f"run_dir: {tmp_path / str(best.number)}" in summary
+    # Optuna's plots, to look at: each a real picture
+    plots = ("optimization_history.png", "param_importances.png", "intermediate_values.png")
+    assert f"Optuna's plots in {tmp_path}: {', '.join(plots)}" in result.stdout
+    for name in plots:
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert (tmp_path / name).stat().st_size > 10_000, name
+
+
+def test_the_plots_not_drawn_are_named_with_the_reason(tmp_path: Path) -> None:
+    from hydra_plugins.my_project_optuna.plots import PLOTS, save_plots
+
+    study = optuna.create_study()
+    assert save_plots(study, tmp_path, "val_acc") == dict.fromkeys(
+        PLOTS, "not drawn (no trial completed)"
+    )
+    study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2)
+    problems = save_plots(study, tmp_path, "val_acc")
+    assert list(problems) == ["intermediate_values.png"] and "no pruning" in problems[PLOTS[2]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(PLOTS[:2])
 
 
 @pytest.mark.slow
@@ -115,6 +134,7 @@ def test_search_killed_mid_trial_continues_its_study_to_the_requested_trials(
         "hparams_search=docs_style",
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.pruner=null",
+        "hydra.sweeper.plots=false",  # drawn in the test above
         "trainer.max_epochs=1",
         "logger=csv",
         f"hydra.sweep.dir={sweep}",
@@ -174,6 +194,7 @@ def test_a_copy_of_the_search_config_minimises_a_loss_with_one_wandb_group(
         "experiment=docs_style",
         "hparams_search=docs_loss",
         "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.plots=false",
         "trainer.max_epochs=2",
         "logger=wandb",
         f"hydra.sweep.dir={sweep}",
@@ -213,6 +234,7 @@ def test_search_with_ddp_trials_runs_each_trial_once_and_prunes_on_every_rank(
         *DOCS_STYLE,
         "hparams_search=docs_style",
         "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.plots=false",
         "trainer=ddp_cpu",
         "trainer.max_epochs=2",
         "logger=csv",

@@ -29,8 +29,10 @@ from .zoo_contract import (
     TIMEOUT,
     ZOO,
     Outcome,
+    assert_exported_onnx_matches,
     assert_exported_or_refused_in_one_paragraph,
     assert_same_run,
+    assert_served_answers_equal_predict_py,
     assert_served_answers_equal_predict_py_for_any_inputs,
     assert_the_benchmark_times,
     best_checkpoint,
@@ -340,3 +342,30 @@ def test_the_benchmark_times_modules_that_ask_more_of_their_loop(
     loop lets a manually optimizing module's step drive its optimizers (two a batch for the
     GAN), answers `self.optimizers()` (plateau logs its lr), and has configure_model's layers."""
     assert_the_benchmark_times(name, tmp_path, capsys)
+
+
+def test_serve_and_export_as_the_readme_writes_them_build_layers_made_in_setup(
+    zoo_runs: dict[str, Outcome], predicted: dict[str, Outcome], tmp_path: Path
+) -> None:
+    """Every next step a run prints works for a module whose layers are sized by its data in
+    `setup(stage)` (eval and predict: above): serve answers what predict.py wrote, export
+    matches PyTorch."""
+    run, predictions = done(zoo_runs["setup_layers"]), done(predicted["setup_layers"])
+    assert_served_answers_equal_predict_py(
+        "setup_layers", run, predictions / "predictions.csv", tmp_path / "serve"
+    )
+    assert_exported_onnx_matches("setup_layers", run, tmp_path / "export")
+
+
+def test_resume_of_a_run_with_layers_made_in_setup_trains_on(
+    zoo_runs: dict[str, Outcome], tmp_path: Path
+) -> None:
+    """`resume=<run> trainer.max_epochs=3` of the finished 2-epoch run (a copy of it): the
+    checkpoint is checked against the layers `setup` will build, and training goes on."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(done(zoo_runs["setup_layers"]), run)
+    result = run_entry("train", f"resume={run}", "trainer.max_epochs=3", timeout=TIMEOUT)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert checkpoint(run)["epoch"] == 2 and checkpoint(run)["global_step"] == 24

@@ -1,8 +1,9 @@
 """What teams moving in from lightning-hydra-template bring (`LHT_TEAMS` of the zoo), with every
 contract of the zoo over it: LHT's own module and data module (`tests/machinery/zoo/lht/`: the
-network and a `_partial_` optimizer and scheduler from Hydra, `save_hyperparameters(logger=False,
-ignore=["net"])`, `compile`, MeanMetric/MaxMetric, a list split from the yaml, files written
-and read under `data_dir`), the Lightning docs' OneCycleLR sized by
+network and a `_partial_` optimizer and scheduler from Hydra, `save_hyperparameters(logger=False)`
+(the network recorded, not pickled, and rebuilt from the run's config), `compile`,
+MeanMetric/MaxMetric, a list split from the yaml, files written and read under `data_dir`), the
+Lightning docs' OneCycleLR sized by
 `self.trainer.estimated_stepping_batches`, and several test loaders.
 
 Each trains once in one process (one `-m` sweep) and in two (DDP, one sweep); eval.py,
@@ -76,14 +77,16 @@ def test_lhts_data_module_writes_its_files_under_data_dir_and_reads_its_list_spl
 ) -> None:
     """`train_val_test_split: [64, 24, 23]` from the yaml (a ListConfig, saved with the run),
     the files `prepare_data` wrote under `paths.data_dir`, and LHT's hyperparameters: the
-    factories and `compile`, not the network."""
+    factories and `compile`, and the network as the record of its class (rebuilt from the
+    run's config)."""
     saved = checkpoint(done(runs["lht"]))
     data = saved["datamodule_hyper_parameters"]
     assert list(data["train_val_test_split"]) == [64, 24, 23]
     written = (ROOT / data["data_dir"] / "digits8x8").glob("*.npz")  # relative: to the run's
     assert sorted(path.name for path in written) == ["test.npz", "train.npz"]
     assert {"optimizer", "scheduler", "compile"} <= set(saved["hyper_parameters"])
-    assert "net" not in saved["hyper_parameters"]
+    net = "tests.machinery.zoo.lht.models.components.simple_dense_net.SimpleDenseNet"
+    assert saved["hyper_parameters"]["net"] == {"_object_": net}  # a record: never unpickled
 
 
 @pytest.fixture(scope="module")

@@ -213,6 +213,22 @@ ZOO: dict[str, Zoo] = {
         "index," + ",".join(f"{c}_{k}" for c in ("target", "prediction", "prob") for k in range(4)),
         ddp_exact=ACC,
     ),
+    # Layers built in `setup(stage)` from what the data module read (built anew at each call).
+    "setup_layers": Zoo(
+        "test_acc",
+        frozenset({"train_loss", "val_acc"}),
+        "confusion_matrix.png",
+        CLASSES3,
+        ddp_exact=ACC,
+    ),
+    # Class weights from the labels in `setup`, a plain tensor moved where it is used.
+    "class_weights": Zoo(
+        "test_acc",
+        frozenset({"train_loss", "val_acc"}),
+        "confusion_matrix.png",
+        CLASSES3,
+        ddp_exact=ACC,
+    ),
 }
 # Teams moving in from lightning-hydra-template: its module (net, `_partial_`
 # optimizer and scheduler from Hydra, list hyperparameters, files under data_dir), the docs'

@@ -107,6 +107,13 @@ model:
 
 data:
   batch_size: 64
+
+logger:
+  wandb:
+    tags: ${tags}
+    group: "mnist"
+  aim:
+    experiment: "mnist"
 """,
 }
 
@@ -291,10 +298,9 @@ def test_the_guide_moves_lhts_files_into_the_teams_rooms(moved_in: tuple[Path, P
     assert f"_target_: {PACKAGE}.data.mnist_datamodule.MNISTDataModule" in data
     example = (project / "configs/data/mnist.yaml").read_text()  # the example's, kept
     assert f"_target_: {PACKAGE}.data.mnist.MNISTDataModule" in example
-    assert (
-        "  - override /data: lht_mnist\n"
-        in (project / "configs/experiment/example.yaml").read_text()
-    )
+    experiment = (project / "configs/experiment/example.yaml").read_text()
+    assert "  - override /data: lht_mnist\n" in experiment
+    assert "logger:" not in experiment and "aim" not in experiment  # no aim here (the guide)
     assert not list(project.glob("configs/*/*.bak"))
 
 
@@ -357,3 +363,44 @@ def test_lhts_experiment_trains_evaluates_and_predicts_with_the_guides_commands(
     # LHT's classifier has no predict_step: its class and the probability of each
     assert header == "index,target,prediction," + ",".join(f"prob_{k}" for k in range(10))
     assert len(rows) == 23  # the test split of train_val_test_split, each sample once
+
+
+def test_the_examples_recipes_and_search_still_run_with_the_teams_module_the_default(
+    moved_in: tuple[Path, Path],
+) -> None:
+    """The README makes the team's module and data the defaults: the example's experiments
+    and `python train.py -m hparams_search=mlp` name their own model and data, so their tests
+    (the project's own, slow ones too) pass."""
+    project, python = moved_in
+    args = "ARGS=tests/project/test_experiments.py -q -p no:cacheprovider"
+    tests = make_in(project, "test", args, venv=python.parents[1])
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+    # every experiment's step (the three examples', LHT's moved in) and the search
+    assert "6 passed" in tests.stdout and "failed" not in tests.stdout, tests.stdout[-2000:]
+
+
+def test_make_lint_says_make_format_where_only_the_layout_differs(
+    moved_in: tuple[Path, Path],
+) -> None:
+    """An ordinary line over 100 characters in the team's module: `make lint` names the file
+    and says what fixes it; `make format` does, and `make lint` passes again."""
+    project, python = moved_in
+    module = project / "src" / PACKAGE / "models" / "mine.py"
+    original = module.read_text()
+    short = "        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)\n"
+    long = (
+        "        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, "
+        "weight_decay=0.0, betas=(0.9, 0.999))\n"
+    )
+    assert short in original and len(long) > 101
+    module.write_text(original.replace(short, long))
+    try:
+        lint = make_in(project, "lint", venv=python.parents[1])
+        assert lint.returncode != 0
+        assert f"src/{PACKAGE}/models/mine.py" in lint.stdout + lint.stderr
+        assert "`make format` rewrites it; then `make lint` again." in lint.stderr
+        assert make_in(project, "format", venv=python.parents[1]).returncode == 0
+        again = make_in(project, "lint", venv=python.parents[1])
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    finally:
+        module.write_text(original)

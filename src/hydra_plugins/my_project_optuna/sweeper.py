@@ -8,7 +8,8 @@
   finds its trial in ``optuna_pruning.TRIALS`` (jobs run in this process);
 - a study that survives: by default SQLite in the sweep directory; ``n_trials`` counts finished
   trials, so the same command continues a killed search, the trial it was running failed;
-- results: a line per trial; at the end the best, printed and in ``best_params.yaml``.
+- results: a line per trial; at the end the best, printed and in ``best_params.yaml``, and
+  Optuna's plots (``plots.py``).
 
 Trial ``N`` runs in the job folder ``N`` (``hydra.job.num``). One search process per study.
 """
@@ -30,6 +31,8 @@ from hydra.errors import HydraException
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
+
+from .plots import PLOTS, save_plots
 
 if TYPE_CHECKING:
     from hydra.core.config_loader import ConfigLoader
@@ -111,8 +114,10 @@ class OptunaSweeper(Sweeper):
         sampler: Any = None,  # configs with a _target_, built once the study is known
         pruner: Any = None,  # null: never prune
         enqueue: Sequence[Mapping[str, Any]] = (),  # parameter sets to run first
+        plots: bool = True,  # Optuna's, into the sweep directory at the end
     ) -> None:
         self.params, self.enqueue = dict(plain(params) or {}), list(plain(enqueue))
+        self.plots = plots
         self.direction, self.n_trials, self.study_name = direction, n_trials, study_name
         self.storage, self.sampler, self.pruner = storage, sampler, pruner
 
@@ -161,6 +166,12 @@ class OptunaSweeper(Sweeper):
             text = yaml.safe_dump(record, sort_keys=False)
             (sweep_dir / "best_params.yaml").write_text(text)
             print(f"The best trial ({sweep_dir / 'best_params.yaml'}):\n{text}", end="", flush=True)
+        if self.plots:
+            problems = save_plots(study, sweep_dir, self.metric)
+            drawn = ", ".join(name for name in PLOTS if name not in problems)
+            print(f"Optuna's plots in {sweep_dir}: {drawn or 'none'}", flush=True)
+            for name, problem in problems.items():
+                print(f"  {name}: {problem}", flush=True)
         return study
 
     def _study(self) -> Study:

@@ -1,5 +1,6 @@
 """Layers created in `configure_model` (the docs' hook for models built on the device, or
-sharded), not in `__init__`."""
+sharded), not in `__init__`, sized by what the data module found in its data
+(`self.trainer.datamodule`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 
 class LateBuiltClassifier(L.LightningModule):
-    def __init__(self, num_features: int = 8, num_classes: int = 3, lr: float = 0.02) -> None:
+    def __init__(self, num_classes: int = 3, hidden: int = 16, lr: float = 0.02) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = None
@@ -22,9 +23,10 @@ class LateBuiltClassifier(L.LightningModule):
     def configure_model(self):
         if self.net is not None:
             return
+        num_features = self.trainer.datamodule.num_features
         hp = self.hparams
         self.net = nn.Sequential(
-            nn.Linear(hp.num_features, 16), nn.ReLU(), nn.Linear(16, hp.num_classes)
+            nn.Linear(num_features, hp.hidden), nn.ReLU(), nn.Linear(hp.hidden, hp.num_classes)
         )
 
     def forward(self, x):
@@ -54,11 +56,13 @@ class LateBuiltData(L.LightningDataModule):
     def __init__(self, batch_size: int = 8) -> None:
         super().__init__()
         self.batch_size = batch_size
+        self.num_features = None  # known once the data is read
 
     def setup(self, stage=None):
         g = torch.Generator().manual_seed(11)
         x = torch.randn(111, 8, generator=g)
         y = (x @ torch.randn(8, 3, generator=g)).argmax(1)
+        self.num_features = x.shape[1]
         self.train_set = TensorDataset(x[:64], y[:64])
         self.val_set = TensorDataset(x[64:88], y[64:88])
         self.test_set = TensorDataset(x[88:], y[88:])

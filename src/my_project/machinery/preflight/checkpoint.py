@@ -149,35 +149,49 @@ def check_resumed_processes(ckpt_path: str, trainer: Any) -> None:
 
 
 def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
-    """The checkpoint holds finite weights of exactly this model's shapes; its ``epoch``,
-    ``global_step`` and ``logger_step``."""
-    from lightning.pytorch.utilities.model_helpers import is_overridden
+    """The checkpoint holds finite weights of exactly this model's names and shapes (``model``
+    with the layers it builds in ``setup`` or ``configure_model``, as Lightning will load it);
+    its ``epoch``, ``global_step`` and ``logger_step``."""
     from torchmetrics import Metric  # metric states are optional in a checkpoint
 
     checkpoint = read_checkpoint(ckpt_path)
     weights = checkpoint["state_dict"]
     expected = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    problems = [f"{k} missing" for k in expected if k not in weights]
+    strict = getattr(model, "strict_loading", True)
+    problems = [f"{k} missing" for k in expected if k not in weights and strict]
     problems += [
         f"{k} has shape {tuple(weights[k].shape)}, the model needs {tuple(v.shape)}"
         for k, v in expected.items()
         if k in weights and tuple(weights[k].shape) != tuple(v.shape)
     ]
     metrics = tuple(f"{n}." for n, m in model.named_modules() if isinstance(m, Metric))
-    # Layers made in `configure_model` exist only once a fit or a load has called it.
-    if not is_overridden("configure_model", model):
-        problems += [
-            f"unexpected {k}" for k in weights if k not in expected and not k.startswith(metrics)
-        ]
+    unexpected = [k for k in weights if k not in expected and not k.startswith(metrics)]
+    problems += [f"unexpected {k}" for k in unexpected if strict]
+    if problems and compiled_names_differ(set(expected), set(weights)):
+        raise UserError(
+            f"ckpt_path={ckpt_path} holds the weights of a network compiled with torch.compile "
+            "(named `..._orig_mod...`) where this run's is not, or the other way round: "
+            f"{'; '.join(problems[:2])}. Resume with the `compile` setting of the run that "
+            "wrote it (eval.py, predict.py, serve.py and export.py read either)."
+        )
     if problems:
         raise UserError(
             f"ckpt_path={ckpt_path} is a checkpoint of a different model: "
             f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Give the model "
             "overrides of the run that wrote it (a `resume=` reloads that run's config)."
         )
-    check_finite(ckpt_path, {k: weights[k] for k, _ in model.named_parameters()})
+    check_finite(ckpt_path, {k: weights[k] for k, _ in model.named_parameters() if k in weights})
     progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
     return {**progress, "logger_step": logger_step(checkpoint)}
+
+
+def compiled_names_differ(ours: set[str], theirs: set[str]) -> bool:
+    """Whether two sets of weight names differ, and only by torch.compile's ``_orig_mod``."""
+
+    def plain(names: set[str]) -> set[str]:
+        return {re.sub(r"(^|\.)_orig_mod(?=\.|$)", "", name) for name in names}
+
+    return ours != theirs and plain(ours) == plain(theirs)
 
 
 def logger_step(checkpoint: dict[str, Any]) -> int:

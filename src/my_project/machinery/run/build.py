@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..config import print_config_tree
 from ..distributed import is_rank_zero
 from ..errors import UserError
-from ..reliability.secrets import mask_secrets
+from ..reliability.secrets import MASK, mask_secrets
 from .boundary import built_from
 
 __all__ = ["Job", "built_from", "evaluation_job", "load_model", "training_job"]
@@ -140,18 +140,28 @@ def datamodule(cfg: DictConfig, fit: bool, test: bool) -> Any:
     return data
 
 
-def load_model(target: str, ckpt_path: str) -> Any:
+def load_model(
+    target: str,
+    ckpt_path: str,
+    stage: str = "predict",
+    datamodule: Any = None,
+    trainer: Any = None,
+) -> Any:
     """Load ``ckpt_path`` into the LightningModule class named by ``target`` (on the CPU), with
     the checkpoint's hyperparameters; those it has no value of (ignored, or the record of an
-    object: `atomic_io.plain`) built from the run's own config, else their defaults."""
+    object: `atomic_io.plain`) built from the run's own config, else their defaults. Layers the
+    module builds in ``setup(stage)`` or ``configure_model`` are built first, with ``trainer``
+    (else a one-CPU one) and ``datamodule`` (else the run's) attached (`deferred`)."""
     from hydra.utils import instantiate
 
     from ..preflight.checkpoint import check_finite, read_checkpoint
     from ..preflight.contract import model_class
+    from . import deferred
     from .record import run_config
 
     cls = model_class(target)
-    saved = read_checkpoint(ckpt_path).get("hyper_parameters") or {}
+    checkpoint = read_checkpoint(ckpt_path)
+    saved = checkpoint.get("hyper_parameters") or {}
     run = run_config(ckpt_path)
     model_cfg = run.get("model") if run is not None else None
     arguments: dict[str, Any] = {}
@@ -167,8 +177,23 @@ def load_model(target: str, ckpt_path: str) -> Any:
             arguments[name] = instantiate(node) if built else node
         elif name in saved and parameter.default is not parameter.empty:
             arguments[name] = parameter.default
+    late = deferred.builds_late(cls)
+    data_cfg = run.get("data") if run is not None else None
+    saved_data = isinstance(data_cfg, DictConfig) and "_target_" in data_cfg
+    if late and datamodule is None and saved_data and MASK not in OmegaConf.to_yaml(data_cfg):
+        datamodule = instantiate(data_cfg)  # the data of the run: the shapes it trained with
+    if late and datamodule is not None:
+        if is_rank_zero():  # as Lightning prepares data: once (other processes come after)
+            datamodule.prepare_data()
+        datamodule.setup(stage)
     try:
-        model = cls.load_from_checkpoint(ckpt_path, map_location="cpu", **arguments)
+        model = deferred.from_hyperparameters(cls, checkpoint, arguments)
+        if late:
+            deferred.build_layers(model, stage, trainer or deferred.quiet_trainer(), datamodule)
+            deferred.keep_built(model)
+        model.on_load_checkpoint(checkpoint)
+        weights = deferred.weights_for(model, checkpoint["state_dict"])
+        model.load_state_dict(weights, strict=model.strict_loading)
     except Exception as error:
         from ..fault import teams_bug
 
@@ -188,6 +213,7 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     the config's schedules tried: before anything is written."""
     from ..preflight import contract, data, schedules
     from ..preflight.checkpoint import check_checkpoint_matches, check_resumed_processes
+    from . import deferred
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
@@ -197,14 +223,27 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
         model = model_for_data(cfg, data_module)
         contract.check_parameters(model)
     job = _job(cfg, config, data_module, model, ckpt_path)
-    job.resumed = check_checkpoint_matches(ckpt_path, model) if ckpt_path else {}
-    if ckpt_path and fit:
-        check_resumed_processes(ckpt_path, job.trainer)
     if fit and is_rank_zero():
         with built_from(cfg, "data"):
             batches = data.check_training_data(data_module, job.trainer)
         with built_from(cfg, "trainer"):
             data.check_validation_interval(job.trainer, batches)
+    elif deferred.builds_late(model):  # the data as Lightning sets it up before the model
+        with built_from(cfg, "data"):
+            data_module.setup("fit" if fit else "test")
+    with built_from(cfg, "model"):  # layers built in setup or configure_model, tried on another
+        built = deferred.tried(  # instance: the config's values reach them too
+            lambda: model_for_data(cfg, data_module),
+            model,
+            "fit" if fit else "test",
+            job.trainer,
+            data_module,
+        )
+        contract.check_parameters(built)
+    job.resumed = check_checkpoint_matches(ckpt_path, built) if ckpt_path else {}
+    if ckpt_path and fit:
+        check_resumed_processes(ckpt_path, job.trainer)
+    if fit and is_rank_zero():
         for key, node in schedules.schedule_nodes(config.get("model"), "model"):
             with built_from(cfg, key):
                 schedules.try_schedule(node, config["trainer"])
@@ -228,10 +267,10 @@ def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
-    model = load_model(cfg.model._target_, ckpt_path)
     data = datamodule(cfg, fit=False, test=True)
-    contract.check_model_fits_data(model, data, data_name(cfg))
-    job = _job(cfg, config, data, model, ckpt_path)
+    job = _job(cfg, config, data, None, ckpt_path)
+    job.model = load_model(cfg.model._target_, ckpt_path, "test", data, job.trainer)
+    contract.check_model_fits_data(job.model, data, data_name(cfg))
     if is_rank_zero():
         print_config_tree(config)
     return job

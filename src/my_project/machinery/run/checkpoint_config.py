@@ -51,7 +51,7 @@ def use_checkpoint_run(cfg: DictConfig, ckpt_path: str) -> None:
     named = {re.split(r"[./@]", override_key(o))[0] for o in overrides}
     wanted = [group for group in ("model", "data") if group not in named]
     saved_path = Path(ckpt_path).resolve().parent.parent / "config.yaml"
-    if not wanted or not saved_path.is_file():
+    if not saved_path.is_file() or not (wanted or "callbacks" not in named):
         return
     try:
         saved = OmegaConf.load(saved_path)
@@ -72,8 +72,25 @@ def use_checkpoint_run(cfg: DictConfig, ckpt_path: str) -> None:
     with open_dict(cfg):
         for group in taken:
             cfg[group] = given[group]
+    if "callbacks" not in named:
+        keep_device_guard_choice(cfg, given, saved_path)
     if taken and is_rank_zero():
         print(
             f"{' and '.join(taken).capitalize()}: as the run that wrote the checkpoint trained "
             f"them ({saved_path}); name `{taken[0]}=...` to choose another."
         )
+
+
+def keep_device_guard_choice(cfg: DictConfig, saved: Any, saved_path: Path) -> None:
+    """A run trained with `~callbacks.device_guard` is evaluated without it too."""
+    callbacks = saved.get("callbacks") if isinstance(saved, DictConfig) else None
+    if not isinstance(callbacks, DictConfig) or "device_guard" in callbacks:
+        return
+    if "device_guard" in (cfg.get("callbacks") or {}):
+        with open_dict(cfg):
+            del cfg.callbacks["device_guard"]
+        if is_rank_zero():
+            print(
+                f"Callbacks: without device_guard, as the run that wrote the checkpoint trained "
+                f"({saved_path}); name `callbacks=device_guard` to use it."
+            )
