@@ -5,9 +5,12 @@ so it stays light: torch is imported only where several processes already run.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from datetime import timedelta
@@ -75,10 +78,53 @@ def agree_across_ranks(what: str, propose: Callable[[], str]) -> str:
     return store.get(key).decode()
 
 
+# Under srun, a task that ends alone (refused, crashed) leaves the others waiting for it in the
+# process group; ended together (a stop signal: 128 + SIGTERM, SIGINT, SIGUSR1, SIGUSR2), none.
+_ENDED_TOGETHER = {128 + int(s) for s in (signal.SIGTERM, signal.SIGINT)}
+_ENDED_TOGETHER |= {128 + int(getattr(signal, s, 0)) for s in ("SIGUSR1", "SIGUSR2")}
+WAITING_TASKS_GRACE_S = 10
+# In a session of its own: poll the step each second; if it still runs after the grace and the
+# job was not requeued meanwhile (a requeued job's steps start again at 0), kill it.
+_END_STEP = """
+for _ in $(seq "$4"); do sleep 1; scontrol show step "$1" >/dev/null 2>&1 || exit 0; done
+scontrol -o show job "$2" | grep -q " Restarts=$3 " && scancel --signal=KILL "$1"
+"""
+
+
+def srun_step() -> str | None:
+    """``JOB.STEP`` when srun started this process as one of several tasks."""
+    job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")
+    tasks = os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", "1"))
+    return f"{job}.{step}" if job and step and tasks.isdigit() and int(tasks) > 1 else None
+
+
+def end_waiting_tasks(exit_code: int) -> None:
+    """This task of an srun step ends alone (a refusal, a crash): the others may wait for it in
+    the process group (torch's 30 minutes) or never start it. Unless every task has ended within
+    `WAITING_TASKS_GRACE_S` (bad input every task found: rank 0 says it), SLURM ends the step,
+    as `srun --kill-on-bad-exit=1` would: a watcher, started here, outlives this task."""
+    step = srun_step()
+    tools = shutil.which("scontrol") and shutil.which("scancel") and shutil.which("sh")
+    if step is None or exit_code == 0 or exit_code in _ENDED_TOGETHER or not tools:
+        return
+    restarts = os.environ.get("SLURM_RESTART_COUNT") or "0"
+    arguments = [step, step.split(".")[0], restarts, str(WAITING_TASKS_GRACE_S)]
+    subprocess.Popen(
+        ["sh", "-c", _END_STEP, "sh", *arguments],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,  # srun waits for its tasks' output to close
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 class DistributedRuns(Callback):
     """One run directory for all ranks, Hydra's files from rank 0 only, clean multirun jobs:
     torchrun's ranks take the run (or sweep) directory of the first rank to compose its config;
-    the processes Lightning's launcher started are awaited when a job ends (`at_job_end`)."""
+    srun's tasks (and any other rank) leave Hydra's record to rank 0, whose check of the directory
+    another rank's record would meet; a sweep's directory is resolved once, before submitit
+    pickles it for its jobs; the processes Lightning's launcher started are awaited when a job
+    ends (`at_job_end`)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._share_dir(config, "run")
@@ -94,10 +140,13 @@ class DistributedRuns(Callback):
 
     @staticmethod
     def _share_dir(config: DictConfig, mode: str) -> None:
-        if "TORCHELASTIC_RUN_ID" not in os.environ or int(os.environ.get("WORLD_SIZE", 1)) == 1:
-            return
+        torchrun = "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", 1)) > 1
         with read_write(config.hydra):
             node = config.hydra[mode]
-            node.dir = agree_across_ranks(f"{mode}_dir", lambda: str(node.dir))
+            if torchrun:
+                node.dir = agree_across_ranks(f"{mode}_dir", lambda: str(node.dir))
+            elif mode == "sweep":  # `unique_dir` in a submitit job would pick another one
+                with contextlib.suppress(Exception):  # Hydra says what is wrong, later
+                    node.dir = str(node.dir)
             if not is_rank_zero():
                 config.hydra.output_subdir = None

@@ -18,16 +18,18 @@ import itertools
 import os
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 
 from ..distributed import is_rank_zero
 from ..errors import UserError
+from . import requeue
 
 _created: dict[str, str] = {}  # unique_dir's answers
 _made_here: set[Path] = set()  # the outermost folders this process created (or is about to)
@@ -112,7 +114,7 @@ def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool
     run_dir = Path(run_dir).absolute()
     if not run_dir.is_dir() or not _made_by_this_process(run_dir):
         return False
-    if any(entry.name not in hydra_files for entry in run_dir.iterdir()):
+    if any(entry.name not in (*hydra_files, requeue.LAUNCH_FILE) for entry in run_dir.iterdir()):
         return False
     shutil.rmtree(run_dir, ignore_errors=True)
     for folder in run_dir.parents:
@@ -133,25 +135,43 @@ def remove_record_if_made_here(record: Path) -> None:
 
 
 class RunDirLock(Callback):
-    """Hydra callback: each job's directory claimed before the job writes there, by rank 0."""
+    """Hydra callback: each job's directory claimed before the job writes there, by rank 0; a
+    restart of the job that ran the run there continues it (`requeue.py`)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             run_dir = Path(str(config.hydra.run.dir)).absolute()
         except Exception:  # Hydra says what is wrong with it, as it makes the directory
             return
+        task = str(config.get("task_name", ""))
+        restarted = requeue.decide(run_dir, task)  # on every rank, before rank 0 writes there
         resumed = config.get("resume")  # train.py's resume=<run dir> continues that run
-        new = not resumed or Path(str(resumed)).absolute() != run_dir
+        new = not restarted and (not resumed or Path(str(resumed)).absolute() != run_dir)
         if is_rank_zero():
-            _claim_or_exit(run_dir, _RUN_FILES if new else (), str(config.get("task_name", "")))
+            if restarted and config.hydra.output_subdir and (run_dir / ".hydra").is_dir():
+                _record_beside_the_runs(config, run_dir)
+            _claim_or_exit(run_dir, _RUN_FILES if new else (), task)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         # A sweep's job: Hydra has written its .hydra/ already; checkpoints are a run's.
-        if config.hydra.mode == RunMode.MULTIRUN and is_rank_zero():
-            _claim_or_exit(Path(config.hydra.runtime.output_dir), _RUN_FILES[1:], "")
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        output_dir = Path(config.hydra.runtime.output_dir)
+        restarted = requeue.decide(output_dir, str(config.get("task_name", "")))
+        if is_rank_zero():
+            _claim_or_exit(output_dir, () if restarted else _RUN_FILES[1:], "")
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         release()
+
+
+def _record_beside_the_runs(config: DictConfig, run_dir: Path) -> None:
+    """Hydra's record of a restart in `.hydra/resume_<time>/`, as `resume=` puts it, keeping
+    the run's own."""
+    subdir = f".hydra/resume_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    note_new_folder(run_dir / subdir)
+    with read_write(config.hydra):
+        config.hydra.output_subdir = subdir
 
 
 def _claim_or_exit(run_dir: Path, refused: Sequence[str], task: str) -> None:
@@ -160,6 +180,7 @@ def _claim_or_exit(run_dir: Path, refused: Sequence[str], task: str) -> None:
     except UserError as error:  # Hydra turns what a callback raises into a warning
         print(f"\nError: {error}\n", file=sys.stderr, flush=True)
         sys.exit(error.exit_code)
+    requeue.record_launch(run_dir)
 
 
 def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:

@@ -29,6 +29,7 @@ from ..distributed import die_with_launcher, is_rank_zero
 from ..errors import UserError, report, report_user_errors, user_error_in
 from ..reliability import run_dir
 from ..reliability.disk_full import disk_full_error
+from ..reliability.requeue import exit_for_the_scheduler
 from ..reliability.secrets import mask_stderr
 from .hydra_errors import hydra_errors_as_user_errors
 
@@ -73,7 +74,7 @@ def main(
     die_with_launcher()  # a DDP child: first thing, end with the process that started it
     mask_stderr()
     _early_signals.clear()
-    with _handled(lambda signum, _: _early_signals.append(signum)):
+    with _handled(lambda signum, _: _early_signals.append(signum)), exit_for_the_scheduler():
         sys.argv[1:] = report_user_errors(_command_line)(argv)
         with hydra_errors_as_user_errors():
             config_path = str(config_dir())
