@@ -5,7 +5,6 @@ so it stays light: torch is imported only where several processes already run.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import shutil
@@ -91,6 +90,26 @@ scontrol -o show job "$2" | grep -q " Restarts=$3 " && scancel --signal=KILL "$1
 """
 
 
+def gpus_per_node(accelerator: Any, devices: Any) -> Any:
+    """The GPUs a SLURM job asks for each node: ``trainer.devices``, none on the CPU (a CPU
+    partition refuses a job that asks for GPUs)."""
+    return None if str(accelerator).lower() == "cpu" else devices
+
+
+def srun_task_step() -> str | None:
+    """The job step (``JOB``, or ``JOB.STEP`` after the first) when srun started this very
+    process as one of its tasks (not a process such a task started)."""
+    job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")
+    if not job or not step or os.environ.get("SLURM_TASK_PID") != str(os.getpid()):
+        return None
+    return job if step == "0" else f"{job}.{step}"
+
+
+def hydra_quoted(value: str) -> str:
+    """``value`` quoted for a Hydra override (a path may hold any character)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def srun_step() -> str | None:
     """``JOB.STEP`` when srun started this process as one of several tasks."""
     job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")
@@ -116,6 +135,19 @@ def end_waiting_tasks(exit_code: int) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+def _sweep_dir_for_its_jobs(config: DictConfig) -> None:
+    """The sweep's directory, resolved once, among the overrides its jobs are composed with:
+    submitit composes each job's config again in its SLURM job, where `unique_dir` would pick
+    a directory of its own for every task."""
+    try:
+        sweep_dir = str(config.hydra.sweep.dir)
+    except Exception:  # Hydra says what is wrong with it, as it makes the directory
+        return
+    config.hydra.sweep.dir = sweep_dir
+    overrides = [o for o in config.hydra.overrides.hydra if not o.startswith("hydra.sweep.dir=")]
+    config.hydra.overrides.hydra = [*overrides, f"hydra.sweep.dir={hydra_quoted(sweep_dir)}"]
 
 
 class DistributedRuns(Callback):
@@ -145,8 +177,7 @@ class DistributedRuns(Callback):
             node = config.hydra[mode]
             if torchrun:
                 node.dir = agree_across_ranks(f"{mode}_dir", lambda: str(node.dir))
-            elif mode == "sweep":  # `unique_dir` in a submitit job would pick another one
-                with contextlib.suppress(Exception):  # Hydra says what is wrong, later
-                    node.dir = str(node.dir)
+            elif mode == "sweep":
+                _sweep_dir_for_its_jobs(config)
             if not is_rank_zero():
                 config.hydra.output_subdir = None

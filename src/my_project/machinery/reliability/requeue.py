@@ -170,14 +170,17 @@ def requeue_after(exit_code: int | None) -> None:
 
 @contextlib.contextmanager
 def exit_for_the_scheduler() -> Iterator[None]:
-    """Around an entry point: what its exit status asks of a scheduler. Stopped by a requeue
-    signal: requeue the job (:func:`requeue_after`); ended alone under srun: end the tasks that
-    would wait for this one (`distributed.end_waiting_tasks`)."""
+    """Around an entry point, and around its job (submitit runs a job alone): what its exit
+    status asks of a scheduler, once. Stopped by a requeue signal: requeue the job
+    (:func:`requeue_after`); ended alone under srun: end the tasks that would wait for this one
+    (`distributed.end_waiting_tasks`)."""
     try:
         yield
     except BaseException as error:
-        code = error.code if isinstance(error, SystemExit) else 1
-        status = code if isinstance(code, int) else 0 if code is None else 1
-        requeue_after(status)
-        end_waiting_tasks(status)
+        if not getattr(error, "_scheduler_told", False):
+            error._scheduler_told = True  # type: ignore[attr-defined]
+            code = error.code if isinstance(error, SystemExit) else 1
+            status = code if isinstance(code, int) else 0 if code is None else 1
+            requeue_after(status)
+            end_waiting_tasks(status)
         raise

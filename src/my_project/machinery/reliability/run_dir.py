@@ -27,7 +27,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, read_write
 
-from ..distributed import is_rank_zero
+from ..distributed import gpus_per_node, is_rank_zero, srun_task_step
 from ..errors import UserError
 from . import requeue
 
@@ -40,7 +40,8 @@ _held: list[int] = []  # the lock this process holds: one run directory at a tim
 
 
 def unique_dir(prefix: str, _root_: Any = None) -> str:
-    """Create and return ``prefix`` or the first free ``prefix_N``."""
+    """Create and return ``prefix`` or the first free ``prefix_N``; in a task srun started, the
+    folder named for its job step beside it (`job_step_dir`)."""
     if prefix in _created:
         return _created[prefix]
     log_dir = OmegaConf.select(_root_, "paths.log_dir", default=None) if _root_ else None
@@ -52,6 +53,9 @@ def unique_dir(prefix: str, _root_: Any = None) -> str:
         )
     note_new_folder(Path(prefix).parent, "paths.log_dir")
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    if (step := srun_task_step()) is not None:
+        _created[prefix] = job_step_dir(Path(prefix).parent, step)
+        return _created[prefix]
     for n in itertools.count():
         candidate = prefix if n == 0 else f"{prefix}_{n}"
         with contextlib.suppress(FileExistsError):
@@ -62,10 +66,22 @@ def unique_dir(prefix: str, _root_: Any = None) -> str:
     raise AssertionError("unreachable")
 
 
+def job_step_dir(parent: Path, step: str) -> str:
+    """``parent/slurm-<job>[.<step>]``: every task of an srun step composes its own config, at
+    its own time, and a requeued job runs its steps again: they all name this one folder."""
+    folder = parent / f"slurm-{step}"
+    if not folder.is_dir() or not any(folder.iterdir()):  # empty: another task's, just made
+        _made_here.add(folder.absolute())
+    folder.mkdir(exist_ok=True)
+    return str(folder)
+
+
 def register_resolvers() -> None:
     """Make ``${unique_dir:...}`` available to the configs (idempotent; not cached by OmegaConf,
-    which cannot cache a resolver given `_root_`: `_created` remembers)."""
+    which cannot cache a resolver given `_root_`: `_created` remembers), and
+    ``${gpus_per_node:...}`` to the SLURM launcher's."""
     OmegaConf.register_new_resolver("unique_dir", unique_dir, replace=True)
+    OmegaConf.register_new_resolver("gpus_per_node", gpus_per_node, replace=True)
 
 
 def note_new_folder(path: Path, key: str = "hydra.run.dir") -> None:

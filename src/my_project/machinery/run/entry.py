@@ -114,7 +114,7 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
         _stop_if_signalled()
         if is_rank_zero() and (output_dir := job_output_dir()):
             print(f"{cfg.get('task_name', 'run')}: {shown_path(output_dir)}", flush=True)
-        with stop_signals():
+        with exit_for_the_scheduler(), stop_signals():
             try:
                 return task(cfg)
             except Exception as error:

@@ -25,7 +25,7 @@ from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from torch.utils.data import DataLoader, DistributedSampler
 
 from .. import lightning_compat as compat
-from ..distributed import LAUNCHER_PID, at_job_end
+from ..distributed import LAUNCHER_PID, at_job_end, hydra_quoted
 
 _LAUNCH_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 # Hydra overrides of the parent's sweep, not of the job a child re-runs.
@@ -54,7 +54,7 @@ def hydra_job_command() -> tuple[list[str], str]:
             command.append(f"--{flag.replace('_', '-')}={args[flag]}")
     command += list(hydra_cfg.overrides.task)
     command += [o for o in hydra_cfg.overrides.hydra if not o.lstrip("+~").startswith(_SWEEP_ONLY)]
-    quoted = "'" + hydra_cfg.runtime.output_dir.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    quoted = hydra_quoted(hydra_cfg.runtime.output_dir)
     # RUN also overrides a `hydra.mode: MULTIRUN` of a config (hparams_search)
     command += ["hydra.mode=RUN", f"hydra.run.dir={quoted}", "hydra.output_subdir=null"]
     return command, cwd
