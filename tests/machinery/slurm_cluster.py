@@ -201,7 +201,8 @@ InactiveLimit=0
 KillWait=30
 MinJobAge=600
 NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} RealMemory={memory_mb()} State=UNKNOWN
-PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+# the tests' jobs wait more than they compute: up to 4 share each core
+PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 """
 
 

@@ -47,8 +47,10 @@ def register() -> None:
     rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if _no_lightning_tips not in rank_zero_log.filters:
         rank_zero_log.addFilter(_no_lightning_tips)
+    from ..preflight.devices import quiet_srun_hint
     from ..strategies.registry import register_strategies
 
+    quiet_srun_hint()
     register_strategies()
 
 
