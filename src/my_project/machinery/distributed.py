@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, read_write
+from omegaconf import DictConfig, OmegaConf, read_write
 
 # Where launchers put a process's rank: torchrun and Lightning's launcher (RANK, LOCAL_RANK
 # with NODE_RANK), SLURM's srun (SLURM_PROCID). Before any is set: rank 0.
@@ -90,12 +90,6 @@ scontrol -o show job "$2" | grep -q " Restarts=$3 " && scancel --signal=KILL "$1
 """
 
 
-def gpus_per_node(accelerator: Any, devices: Any) -> Any:
-    """The GPUs a SLURM job asks for each node: ``trainer.devices``, none on the CPU (a CPU
-    partition refuses a job that asks for GPUs)."""
-    return None if str(accelerator).lower() == "cpu" else devices
-
-
 def srun_task_step() -> str | None:
     """The job step (``JOB``, or ``JOB.STEP`` after the first) when srun started this very
     process as one of its tasks (not a process such a task started)."""
@@ -140,7 +134,7 @@ def end_waiting_tasks(exit_code: int) -> None:
 def _sweep_dir_for_its_jobs(config: DictConfig) -> None:
     """The sweep's directory, resolved once, among the overrides its jobs are composed with:
     submitit composes each job's config again in its SLURM job, where `unique_dir` would pick
-    a directory of its own for every task."""
+    a directory of its own for every task. And no GPUs asked of SLURM for a CPU trainer."""
     try:
         sweep_dir = str(config.hydra.sweep.dir)
     except Exception:  # Hydra says what is wrong with it, as it makes the directory
@@ -148,6 +142,10 @@ def _sweep_dir_for_its_jobs(config: DictConfig) -> None:
     config.hydra.sweep.dir = sweep_dir
     overrides = [o for o in config.hydra.overrides.hydra if not o.startswith("hydra.sweep.dir=")]
     config.hydra.overrides.hydra = [*overrides, f"hydra.sweep.dir={hydra_quoted(sweep_dir)}"]
+    launcher = config.hydra.get("launcher") or {}
+    cpu = str(OmegaConf.select(config, "trainer.accelerator", default="")).lower() == "cpu"
+    if cpu and "gpus_per_node" in launcher:  # a CPU job that asks for GPUs: refused by SLURM
+        config.hydra.launcher.gpus_per_node = None
 
 
 class DistributedRuns(Callback):

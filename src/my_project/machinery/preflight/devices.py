@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -107,7 +108,7 @@ def check_slurm_tasks(trainer: Mapping[str, Any]) -> None:
     if tasks > 1 and "SLURM_STEP_ID" not in os.environ:
         raise UserError(
             f"This SLURM job has {tasks} tasks, but this process was not started by srun: it is "
-            f"one process, and would wait forever for the {tasks - 1} others. Fix the sbatch "
+            "one process, and would wait forever for the others. Fix the sbatch "
             "script: start the run with `srun python train.py ...`, which starts a process "
             "per task."
         )
@@ -125,12 +126,19 @@ def check_slurm_tasks(trainer: Mapping[str, Any]) -> None:
             )
 
 
+SRUN_HINT = "The `srun` command is available on your system"
+
+
 def quiet_srun_hint() -> None:
     """Lightning warns on any machine where `srun` exists and this process is not a SLURM
     task (a login node: every eval, predict, serve, export), repeating the whole command line
     as its hint, secrets typed there included. What it warns of, a run of several processes
-    or nodes that no launcher started, is refused with the fix (`check_nodes_launched`)."""
-    warnings.filterwarnings("ignore", r"The `srun` command is available on your system")
+    or nodes that no launcher started, is refused with the fix (`check_nodes_launched`). Here
+    and in the processes this one starts (serve's workers start afresh: PYTHONWARNINGS)."""
+    warnings.filterwarnings("ignore", re.escape(SRUN_HINT))
+    inherited = os.environ.get("PYTHONWARNINGS", "")
+    if SRUN_HINT not in inherited:
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, (inherited, f"ignore:{SRUN_HINT}")))
 
 
 def check_launch_environment(trainer: Any) -> None:

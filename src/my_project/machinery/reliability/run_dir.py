@@ -27,7 +27,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, read_write
 
-from ..distributed import gpus_per_node, is_rank_zero, srun_task_step
+from ..distributed import is_rank_zero, srun_task_step
 from ..errors import UserError
 from . import requeue
 
@@ -78,10 +78,8 @@ def job_step_dir(parent: Path, step: str) -> str:
 
 def register_resolvers() -> None:
     """Make ``${unique_dir:...}`` available to the configs (idempotent; not cached by OmegaConf,
-    which cannot cache a resolver given `_root_`: `_created` remembers), and
-    ``${gpus_per_node:...}`` to the SLURM launcher's."""
+    which cannot cache a resolver given `_root_`: `_created` remembers)."""
     OmegaConf.register_new_resolver("unique_dir", unique_dir, replace=True)
-    OmegaConf.register_new_resolver("gpus_per_node", gpus_per_node, replace=True)
 
 
 def note_new_folder(path: Path, key: str = "hydra.run.dir") -> None:
