@@ -148,6 +148,29 @@ def _sweep_dir_for_its_jobs(config: DictConfig) -> None:
         config.hydra.launcher.gpus_per_node = None
 
 
+def meet_afresh_after_a_torchrun_restart() -> None:
+    """Before the processes of a worker group torchrun restarted meet: at a new port, where rank
+    0 starts a store of its own. torch has them meet through its agent's store, which keeps what
+    the failed group wrote there: gloo's or NCCL's set-up can then read a dead process's address
+    and fail or hang (pytorch/pytorch#135712; here 2 restarts in 6 of a 10-line script)."""
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or restart in ("", "0"):
+        return
+    from torch.distributed import TCPStore
+
+    address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    store = TCPStore(address, port, is_master=False, timeout=timedelta(seconds=120))
+    key = f"{_PACKAGE}/meeting_port/{restart}"
+    if is_rank_zero():
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            store.set(key, str(probe.getsockname()[1]))
+    os.environ["MASTER_PORT"] = store.get(key).decode()
+    os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
+
+
 class DistributedRuns(Callback):
     """One run directory for all ranks, Hydra's files from rank 0 only, clean multirun jobs:
     torchrun's ranks take the run (or sweep) directory of the first rank to compose its config;
