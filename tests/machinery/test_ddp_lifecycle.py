@@ -323,16 +323,21 @@ def test_a_worker_group_torchrun_restarts_continues_the_run_and_ends_exactly(
     store) and continue from its newest checkpoint, as the reference that never stopped."""
     crash = ["+callbacks.crash._target_=tests.machinery.rank_faults.CrashOnRank"]
     crash += ["+callbacks.crash.rank=1", f"+callbacks.crash.step={STEPS + 3}"]
-    result = subprocess.run(
+    process = subprocess.Popen(
         torchrun(*BASE, *crash, restarts=1),
         cwd=ROOT,
         env=clean_env(**{LOG_DIR_VAR: str(tmp_path)}),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=TIMEOUT,
+        start_new_session=True,  # torchrun's workers too, when it must be ended
     )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail(f"torchrun did not end within {TIMEOUT} s")
+    assert process.returncode == 0, output[-4000:]
     assert f"rank 1 crashes at step {STEPS + 3}, as asked" in output
     (run_dir,) = (tmp_path / "train" / "runs").iterdir()  # one, for both launches
     assert f"torchrun restart 1: continuing the run in {run_dir} from" in output

@@ -63,14 +63,16 @@ class Jobs:
 
 
 @pytest.fixture(scope="module")
-def jobs(cluster: slurm_cluster.Cluster, tmp_path_factory: pytest.TempPathFactory) -> Jobs:
-    """Every job of this module, submitted at once."""
+def jobs(
+    cluster: slurm_cluster.Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Jobs]:
+    """Every job of this module, submitted at once (the sweep's process ended after)."""
     submitter = Submitter(cluster, tmp_path_factory.mktemp("jobs"))
     script, base = docs_script(), submitter.base
     sweep, sweep_folder = submitter.start_sweep(
         "sweep", *ARGS, "trainer.max_epochs=1", "model.lr=0.01,0.02"
     )
-    return Jobs(
+    yield Jobs(
         left_alone=submitter.submit("left_alone", script, *ARGS),
         requeued=submitter.submit(
             "requeued", script, *ARGS, *pause_at(STEPS_PER_EPOCH + 3, base / "requeued_paused")
@@ -91,6 +93,9 @@ def jobs(cluster: slurm_cluster.Cluster, tmp_path_factory: pytest.TempPathFactor
         sweep_folder=sweep_folder,
         base=base,
     )
+    if sweep.poll() is None:
+        sweep.kill()
+        sweep.wait()
 
 
 def test_the_docs_script_as_written_trains_and_tests_a_two_task_ddp_job(jobs: Jobs) -> None:

@@ -89,9 +89,15 @@ def test_sweep_jobs_at_their_time_limit_continue_through_submitit(
     reference, reference_folder = submitter.start_sweep(
         "sweep_left_alone", *ARGS, "model.lr=0.01,0.02"
     )
-    output, _ = sweep.communicate(timeout=2 * JOB_TIMEOUT)
+    try:
+        output, _ = sweep.communicate(timeout=2 * JOB_TIMEOUT)
+        reference.communicate(timeout=JOB_TIMEOUT)
+    finally:
+        for process in (sweep, reference):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     assert sweep.returncode == 0, output[-4000:]
-    reference.communicate(timeout=JOB_TIMEOUT)
     (sweep_dir,) = (folder / "logs" / "train" / "multiruns").iterdir()
     (reference_dir,) = (reference_folder / "logs" / "train" / "multiruns").iterdir()
     logs = "".join(path.read_text() for path in (sweep_dir / ".submitit").rglob("*_log.*"))
