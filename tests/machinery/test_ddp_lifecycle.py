@@ -348,7 +348,7 @@ ONE_RANK_REFUSES = [
     # launcher, rank, before the processes meet ("build") or after ("setup")
     pytest.param("torchrun", 1, "build", marks=pytest.mark.slow),
     pytest.param("lightning", 1, "build", marks=pytest.mark.slow),
-    pytest.param("lightning", 0, "setup", marks=pytest.mark.slow),
+    pytest.param("lightning", 0, "setup", marks=pytest.mark.soak),
     pytest.param("torchrun", 0, "build", marks=pytest.mark.soak),
     pytest.param("torchrun", 1, "setup", marks=pytest.mark.soak),
     pytest.param("torchrun", 0, "setup", marks=pytest.mark.soak),

@@ -11,8 +11,9 @@ launch into a directory that holds a run is refused, as any new run is.
 Under SLURM the requeue signal, ``SIGUSR1`` (``#SBATCH --signal=USR1@90``: 90 s before the time
 limit, Lightning's convention) or submitit's ``SIGUSR2``, stops the run as SIGTERM does (every
 process at one step, ``last.ckpt`` saved), then requeues the job. Lightning's own handler saves
-from inside the signal handler, a collective at whatever point each process was (the processes
-can hang); it is not installed when a handler is already there.
+from inside the signal handler: under DDP a checkpoint is a collective (every process's state is
+gathered into it), met at whatever point each process was; Lightning installs it only where the
+signal has no handler yet.
 """
 
 from __future__ import annotations
@@ -55,10 +56,6 @@ def launch_identity() -> dict[str, str]:
     if "TORCHELASTIC_RUN_ID" in os.environ:
         identity["torchrun"] = agree_across_ranks("launch", lambda: uuid.uuid4().hex)
     return identity
-
-
-def restart_count() -> int:
-    return max(int(os.environ.get(name) or 0) for name in _RESTART_COUNTS.values())
 
 
 def recorded_launch(run_dir: Path) -> dict[str, Any]:
@@ -151,7 +148,10 @@ def requeue_after(exit_code: int | None) -> None:
         print(f"{signal.Signals(signum).name}: submitit requeues job {job}.", file=sys.stderr)
         previous(signum, None)  # submitit: records a timeout, requeues, exits
         return
-    result = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
+    try:
+        result = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
+    except OSError as error:  # no scontrol here
+        result = subprocess.CompletedProcess([], 1, "", str(error))
     if result.returncode == 0:
         print(
             f"Requeued SLURM job {job}: when it starts again, it continues this run from its "
