@@ -29,7 +29,7 @@ INSTALLED := $(VENV)/.installed
 WORKERS ?= auto
 PYTEST := $(PYTHON) -m pytest -n $(WORKERS) --dist loadfile
 
-.PHONY: help install lock hooks train test test-fast test-all test-floors lint format bench update clean
+.PHONY: help install lock hooks train test test-slurm test-fast test-all test-floors lint format bench update clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-11s %s\n", $$1, $$2}'
@@ -56,8 +56,15 @@ hooks: $(INSTALLED)  ## run the .pre-commit-config.yaml checks before every comm
 train: $(INSTALLED)  ## train with the default config, plus any Hydra overrides in ARGS
 	$(PYTHON) train.py $(ARGS)
 
-test: $(INSTALLED)  ## the tests, without the soak and exhaustive tiers (what the project's CI runs)
-	$(PYTEST) -m "not soak and not exhaustive" $(ARGS)
+test: $(INSTALLED)  ## the tests, without the soak, exhaustive and SLURM tiers (what the project's CI runs)
+	$(PYTEST) -m "not soak and not exhaustive and not slurm" $(ARGS)
+
+# The SLURM tier starts a one-node cluster on this machine for its jobs: it needs root (slurmd
+# starts jobs as their user), and installs SLURM and munge with apt-get where they are missing;
+# elsewhere its tests are skipped, saying why. One test process: the jobs share the cores.
+test-slurm: $(INSTALLED)  ## jobs on a one-node SLURM cluster on this machine, as root (what CI runs after test)
+	$(PYTHON) -m tests.machinery.slurm_cluster
+	$(PYTHON) -m pytest -n 0 -m "slurm and not soak and not exhaustive" $(ARGS)
 
 test-fast: $(INSTALLED)  ## the in-process tests only: no training in a process of its own
 	$(PYTEST) -m "not slow and not soak and not exhaustive" $(ARGS)

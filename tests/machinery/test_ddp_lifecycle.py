@@ -1,5 +1,6 @@
 """A 2-process run (`trainer.devices=2`, real DDP processes on the CPU over gloo) resumes
-exactly, and SIGTERM / Ctrl-C stop it cleanly wherever they land.
+exactly, and SIGTERM / Ctrl-C stop it cleanly wherever they land; torchrun's restart of a
+failed worker group continues it exactly; a rank that refuses alone leaves no process waiting.
 
 Every run is seeded and deterministic: a run that was stopped and resumed must end
 bit-identical to the reference run that never stopped, in weights, test metrics and train
@@ -26,6 +27,7 @@ import torch
 from . import processes
 from .helpers import (
     DOCS_STYLE,
+    LOG_DIR_VAR,
     ROOT,
     assert_same_after_resume,
     clean_env,
@@ -303,3 +305,85 @@ def test_a_signal_during_the_test_stops_it_and_resume_tests_again(
 
     run_train(f"resume={run_dir}")
     assert_same_as(run_dir, reference, resumed=False)
+
+
+def torchrun(*args: str, restarts: int = 0) -> list[str]:
+    """`torchrun --standalone --nproc_per_node=2 [--max-restarts=N] train.py <args>`."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    launcher += ["--nproc_per_node=2", f"--max-restarts={restarts}"]
+    return [*launcher, str(ROOT / "train.py"), *pinned(list(args))]
+
+
+@pytest.mark.slow
+def test_a_worker_group_torchrun_restarts_continues_the_run_and_ends_exactly(
+    reference: Path, tmp_path: Path
+) -> None:
+    """Rank 1 crashes mid-epoch, after the first `last.ckpt`; torchrun (`--max-restarts=1`)
+    ends rank 0 and starts both again: they agree on the run's directory again (its agent's
+    store) and continue from its newest checkpoint, as the reference that never stopped."""
+    crash = ["+callbacks.crash._target_=tests.machinery.rank_faults.CrashOnRank"]
+    crash += ["+callbacks.crash.rank=1", f"+callbacks.crash.step={STEPS + 3}"]
+    process = subprocess.Popen(
+        torchrun(*BASE, *crash, restarts=1),
+        cwd=ROOT,
+        env=clean_env(**{LOG_DIR_VAR: str(tmp_path)}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # torchrun's workers too, when it must be ended
+    )
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail(f"torchrun did not end within {TIMEOUT} s")
+    assert process.returncode == 0, output[-4000:]
+    assert f"rank 1 crashes at step {STEPS + 3}, as asked" in output
+    (run_dir,) = (tmp_path / "train" / "runs").iterdir()  # one, for both launches
+    assert f"torchrun restart 1: continuing the run in {run_dir} from" in output
+    assert_same_as(run_dir, reference)
+
+
+ONE_RANK_REFUSES = [
+    # launcher, rank, before the processes meet ("build") or after ("setup")
+    pytest.param("torchrun", 1, "build", marks=pytest.mark.slow),
+    pytest.param("lightning", 1, "build", marks=pytest.mark.slow),
+    pytest.param("lightning", 0, "setup", marks=pytest.mark.soak),
+    pytest.param("torchrun", 0, "build", marks=pytest.mark.soak),
+    pytest.param("torchrun", 1, "setup", marks=pytest.mark.soak),
+    pytest.param("torchrun", 0, "setup", marks=pytest.mark.soak),
+    pytest.param("lightning", 0, "build", marks=pytest.mark.soak),
+    pytest.param("lightning", 1, "setup", marks=pytest.mark.soak),
+]
+
+
+@pytest.mark.parametrize(("launcher", "rank", "when"), ONE_RANK_REFUSES)
+def test_a_rank_that_refuses_alone_leaves_no_process_waiting_for_it(
+    tmp_path: Path, launcher: str, rank: int, when: str
+) -> None:
+    """Under torchrun and Lightning's own launcher (srun: `test_slurm.py`), one rank refuses
+    (exit status 2) while the other goes on to the process group, or is in it: every process
+    of the run has ended within seconds of the refusal, not torch's 30 minutes."""
+    marker = tmp_path / "refused_at"
+    refuse = ["+callbacks.refuse._target_=tests.machinery.rank_faults.RefuseOnRank"]
+    refuse += [f"+callbacks.refuse.rank={rank}", f"+callbacks.refuse.when={when}"]
+    args = [*BASE, *refuse, f"+callbacks.refuse.marker={marker}", "trainer.max_epochs=50"]
+    args.append(f"hydra.run.dir={tmp_path / 'run'}")
+    command = torchrun(*args) if launcher == "torchrun" else [
+        sys.executable, str(ROOT / "train.py"), *pinned(args)
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail(f"the run did not end within {TIMEOUT} s")
+    ended = time.time()
+    time.sleep(1)
+    assert not running_in_group(process.pid), "a process of the run is left"
+    assert process.returncode != 0
+    assert f"rank {rank} refuses, as asked" in output, output[-3000:]
+    assert ended - float(marker.read_text()) < 15, output[-3000:]

@@ -184,7 +184,7 @@ def check_project(files: dict[str, object], answers: dict[str, object]) -> None:
     assert project["optional-dependencies"] == root["optional-dependencies"]
     assert f"{answers['project_slug']} (pyproject.toml)" in texts["requirements/lock.txt"]
     # Its CI runs `make test`; the soak tier is the template's CI's, and a project's on request.
-    assert texts[".ci/run"].endswith("\nmake lint\nmake test\n"), texts[".ci/run"]
+    assert texts[".ci/run"].endswith("\nmake lint\nmake test\nmake test-slurm\n"), texts[".ci/run"]
     head = LICENSE_HEADS[license_name].format(year=answers["__year"], holder=answers["author_name"])
     assert texts["LICENSE"].startswith(head)
     if answers["ci_workflow"]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from datetime import timedelta
@@ -15,7 +17,7 @@ from typing import Any, TypeVar
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, read_write
+from omegaconf import DictConfig, OmegaConf, read_write
 
 # Where launchers put a process's rank: torchrun and Lightning's launcher (RANK, LOCAL_RANK
 # with NODE_RANK), SLURM's srun (SLURM_PROCID). Before any is set: rank 0.
@@ -75,10 +77,107 @@ def agree_across_ranks(what: str, propose: Callable[[], str]) -> str:
     return store.get(key).decode()
 
 
+# Under srun, a task that ends alone (refused, crashed) leaves the others waiting for it in the
+# process group; ended together (a stop signal: 128 + SIGTERM, SIGINT, SIGUSR1, SIGUSR2), none.
+_ENDED_TOGETHER = {128 + int(s) for s in (signal.SIGTERM, signal.SIGINT)}
+_ENDED_TOGETHER |= {128 + int(getattr(signal, s, 0)) for s in ("SIGUSR1", "SIGUSR2")}
+WAITING_TASKS_GRACE_S = 10
+# In a session of its own: poll the step each second; if it still runs after the grace and the
+# job was not requeued meanwhile (a requeued job's steps start again at 0), kill it.
+_END_STEP = """
+for _ in $(seq "$4"); do sleep 1; scontrol show step "$1" >/dev/null 2>&1 || exit 0; done
+scontrol -o show job "$2" | grep -q " Restarts=$3 " && scancel --signal=KILL "$1"
+"""
+
+
+def srun_task_step() -> str | None:
+    """The job step (``JOB``, or ``JOB.STEP`` after the first) when srun started this very
+    process as one of its tasks (not a process such a task started)."""
+    job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")
+    if not job or not step or os.environ.get("SLURM_TASK_PID") != str(os.getpid()):
+        return None
+    return job if step == "0" else f"{job}.{step}"
+
+
+def hydra_quoted(value: str) -> str:
+    """``value`` quoted for a Hydra override (a path may hold any character)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def srun_step() -> str | None:
+    """``JOB.STEP`` when srun started this process as one of several tasks."""
+    job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")
+    tasks = os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", "1"))
+    return f"{job}.{step}" if job and step and tasks.isdigit() and int(tasks) > 1 else None
+
+
+def end_waiting_tasks(exit_code: int) -> None:
+    """This task of an srun step ends alone (a refusal, a crash): the others may wait for it in
+    the process group (torch's 30 minutes) or never start it. Unless every task has ended within
+    `WAITING_TASKS_GRACE_S` (bad input every task found: rank 0 says it), SLURM ends the step,
+    as `srun --kill-on-bad-exit=1` would: a watcher, started here, outlives this task."""
+    step = srun_step()
+    tools = shutil.which("scontrol") and shutil.which("scancel") and shutil.which("sh")
+    if step is None or exit_code == 0 or exit_code in _ENDED_TOGETHER or not tools:
+        return
+    restarts = os.environ.get("SLURM_RESTART_COUNT") or "0"
+    arguments = [step, step.split(".")[0], restarts, str(WAITING_TASKS_GRACE_S)]
+    subprocess.Popen(
+        ["sh", "-c", _END_STEP, "sh", *arguments],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,  # srun waits for its tasks' output to close
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _sweep_dir_for_its_jobs(config: DictConfig) -> None:
+    """The sweep's directory, resolved once, among the overrides its jobs are composed with:
+    submitit composes each job's config again in its SLURM job, where `unique_dir` would pick
+    a directory of its own for every task. And no GPUs asked of SLURM for a CPU trainer."""
+    try:
+        sweep_dir = str(config.hydra.sweep.dir)
+    except Exception:  # Hydra says what is wrong with it, as it makes the directory
+        return
+    config.hydra.sweep.dir = sweep_dir
+    overrides = [o for o in config.hydra.overrides.hydra if not o.startswith("hydra.sweep.dir=")]
+    config.hydra.overrides.hydra = [*overrides, f"hydra.sweep.dir={hydra_quoted(sweep_dir)}"]
+    launcher = config.hydra.get("launcher") or {}
+    cpu = str(OmegaConf.select(config, "trainer.accelerator", default="")).lower() == "cpu"
+    if cpu and "gpus_per_node" in launcher:  # a CPU job that asks for GPUs: refused by SLURM
+        config.hydra.launcher.gpus_per_node = None
+
+
+def meet_afresh_after_a_torchrun_restart() -> None:
+    """Before the processes of a worker group torchrun restarted meet: at a new port, where rank
+    0 starts a store of its own. torch has them meet through its agent's store, which keeps what
+    the failed group wrote there: gloo's or NCCL's set-up can then read a dead process's address
+    and fail or hang (pytorch/pytorch#135712; here 2 restarts in 6 of a 10-line script)."""
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or restart in ("", "0"):
+        return
+    from torch.distributed import TCPStore
+
+    address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    store = TCPStore(address, port, is_master=False, timeout=timedelta(seconds=120))
+    key = f"{_PACKAGE}/meeting_port/{restart}"
+    if is_rank_zero():
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            store.set(key, str(probe.getsockname()[1]))
+    os.environ["MASTER_PORT"] = store.get(key).decode()
+    os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
+
+
 class DistributedRuns(Callback):
     """One run directory for all ranks, Hydra's files from rank 0 only, clean multirun jobs:
     torchrun's ranks take the run (or sweep) directory of the first rank to compose its config;
-    the processes Lightning's launcher started are awaited when a job ends (`at_job_end`)."""
+    srun's tasks (and any other rank) leave Hydra's record to rank 0, whose check of the directory
+    another rank's record would meet; a sweep's directory is resolved once, before submitit
+    pickles it for its jobs; the processes Lightning's launcher started are awaited when a job
+    ends (`at_job_end`)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._share_dir(config, "run")
@@ -94,10 +193,12 @@ class DistributedRuns(Callback):
 
     @staticmethod
     def _share_dir(config: DictConfig, mode: str) -> None:
-        if "TORCHELASTIC_RUN_ID" not in os.environ or int(os.environ.get("WORLD_SIZE", 1)) == 1:
-            return
+        torchrun = "TORCHELASTIC_RUN_ID" in os.environ and int(os.environ.get("WORLD_SIZE", 1)) > 1
         with read_write(config.hydra):
             node = config.hydra[mode]
-            node.dir = agree_across_ranks(f"{mode}_dir", lambda: str(node.dir))
+            if torchrun:
+                node.dir = agree_across_ranks(f"{mode}_dir", lambda: str(node.dir))
+            elif mode == "sweep":
+                _sweep_dir_for_its_jobs(config)
             if not is_rank_zero():
                 config.hydra.output_subdir = None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,15 +86,18 @@ def multi_node_launcher() -> str | None:
     )
 
     for environment in (SLURMEnvironment, TorchElasticEnvironment, LSFEnvironment):
-        with contextlib.suppress(Exception):  # LSF's detection reads files that may be missing
-            if environment.detect():
+        with contextlib.suppress(Exception), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SLURM's "srun is available" hint (`quiet_srun_hint`)
+            if environment.detect():  # LSF's reads files that may be missing
                 return environment.__name__
     by_hand = any(name in os.environ for name in ("NODE_RANK", "GROUP_RANK", "RANK"))
     return "MASTER_ADDR and a rank" if by_hand and "MASTER_ADDR" in os.environ else None
 
 
 def check_nodes_launched(trainer: Mapping[str, Any]) -> None:
-    """Several nodes, and something started this process as one of them."""
+    """Several nodes, and something started this process as one of them; under SLURM, the
+    tasks of the job as Lightning will count them (`check_slurm_tasks`)."""
+    check_slurm_tasks(trainer)
     nodes = trainer.get("num_nodes", 1)
     if not isinstance(nodes, int) or nodes <= 1 or multi_node_launcher() is not None:
         return
@@ -103,6 +108,66 @@ def check_nodes_launched(trainer: Mapping[str, Any]) -> None:
         "`trainer.num_nodes=1`, or start the run on every node (torchrun, or "
         "`-m hydra/launcher=slurm` on a SLURM cluster)."
     )
+
+
+def slurm_tasks() -> int | None:
+    """The tasks of this SLURM job when Lightning takes it as the cluster (its own test: a job
+    not named `bash` or `interactive`), and torchrun does not start the processes."""
+    tasks = os.environ.get("SLURM_NTASKS", "")
+    interactive = os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive")
+    if not tasks.isdigit() or interactive or "TORCHELASTIC_RUN_ID" in os.environ:
+        return None
+    return int(tasks)
+
+
+def check_slurm_tasks(trainer: Mapping[str, Any]) -> None:
+    """Lightning runs one process per SLURM task and takes their layout from the job: what it
+    would stop at (or wait forever for), said as the fix of the sbatch script it comes from."""
+    tasks = slurm_tasks()
+    if tasks is None:
+        return
+    per_node = os.environ.get("SLURM_NTASKS_PER_NODE")
+    if tasks > 1 and per_node is None:
+        raise UserError(
+            f"This SLURM job has {tasks} tasks (`#SBATCH --ntasks={tasks}` or `-n {tasks}`) but no "
+            "`--ntasks-per-node`, and Lightning takes the number of processes on each node "
+            "from it. Fix the sbatch script: replace `--ntasks` by `#SBATCH --nodes=1` and "
+            f"`#SBATCH --ntasks-per-node={tasks}` (one task per device: trainer.devices)."
+        )
+    if tasks > 1 and "SLURM_STEP_ID" not in os.environ:
+        raise UserError(
+            f"This SLURM job has {tasks} tasks, but this process was not started by srun: it is "
+            "one process, and would wait forever for the others. Fix the sbatch "
+            "script: start the run with `srun python train.py ...`, which starts a process "
+            "per task."
+        )
+    devices, nodes = trainer.get("devices"), trainer.get("num_nodes", 1)
+    job_nodes = os.environ.get("SLURM_NNODES", "1")
+    for value, key, job, option in (
+        (devices, "trainer.devices", per_node, "--ntasks-per-node"),
+        (nodes, "trainer.num_nodes", job_nodes, "--nodes"),
+    ):
+        if isinstance(value, int) and job and job.isdigit() and value != int(job):
+            raise UserError(
+                f"{key}={value}, but this SLURM job has `{option}={job}`, and Lightning runs one "
+                f"process per SLURM task. Make them equal: `{key}={job}`, or `#SBATCH "
+                f"{option}={value}` in the sbatch script."
+            )
+
+
+SRUN_HINT = "The `srun` command is available on your system"
+
+
+def quiet_srun_hint() -> None:
+    """Lightning warns on any machine where `srun` exists and this process is not a SLURM
+    task (a login node: every eval, predict, serve, export), repeating the whole command line
+    as its hint, secrets typed there included. What it warns of, a run of several processes
+    or nodes that no launcher started, is refused with the fix (`check_nodes_launched`). Here
+    and in the processes this one starts (serve's workers start afresh: PYTHONWARNINGS)."""
+    warnings.filterwarnings("ignore", re.escape(SRUN_HINT))
+    inherited = os.environ.get("PYTHONWARNINGS", "")
+    if SRUN_HINT not in inherited:
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, (inherited, f"ignore:{SRUN_HINT}")))
 
 
 def check_launch_environment(trainer: Any) -> None:

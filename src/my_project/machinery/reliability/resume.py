@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from ..distributed import is_rank_zero
 from ..errors import UserError
+from .requeue import checkpoint_to_continue
 from .run_dir import note_new_folder
 from .secrets import MASK
 
@@ -109,7 +110,10 @@ def newest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | None:
-    """`last`: :func:`newest_checkpoint` of this run, else the newest sibling run's last.ckpt."""
+    """`last`: :func:`newest_checkpoint` of this run, else the newest sibling run's last.ckpt.
+    A restarted job (`requeue.py`): the newest checkpoint of its run, whatever it asked."""
+    if (continued := checkpoint_to_continue(output_dir)) is not None:
+        return str(continued)
     if ckpt_path != LAST:
         return ckpt_path
     found = newest_checkpoint(output_dir)

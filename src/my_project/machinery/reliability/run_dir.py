@@ -18,16 +18,18 @@ import itertools
 import os
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 
-from ..distributed import is_rank_zero
+from ..distributed import is_rank_zero, srun_task_step
 from ..errors import UserError
+from . import requeue
 
 _created: dict[str, str] = {}  # unique_dir's answers
 _made_here: set[Path] = set()  # the outermost folders this process created (or is about to)
@@ -38,7 +40,8 @@ _held: list[int] = []  # the lock this process holds: one run directory at a tim
 
 
 def unique_dir(prefix: str, _root_: Any = None) -> str:
-    """Create and return ``prefix`` or the first free ``prefix_N``."""
+    """Create and return ``prefix`` or the first free ``prefix_N``; in a task srun started, the
+    folder named for its job step beside it (`job_step_dir`)."""
     if prefix in _created:
         return _created[prefix]
     log_dir = OmegaConf.select(_root_, "paths.log_dir", default=None) if _root_ else None
@@ -50,6 +53,9 @@ def unique_dir(prefix: str, _root_: Any = None) -> str:
         )
     note_new_folder(Path(prefix).parent, "paths.log_dir")
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    if (step := srun_task_step()) is not None:
+        _created[prefix] = job_step_dir(Path(prefix).parent, step)
+        return _created[prefix]
     for n in itertools.count():
         candidate = prefix if n == 0 else f"{prefix}_{n}"
         with contextlib.suppress(FileExistsError):
@@ -58,6 +64,16 @@ def unique_dir(prefix: str, _root_: Any = None) -> str:
             _made_here.add(Path(candidate).absolute())
             return candidate
     raise AssertionError("unreachable")
+
+
+def job_step_dir(parent: Path, step: str) -> str:
+    """``parent/slurm-<job>[.<step>]``: every task of an srun step composes its own config, at
+    its own time, and a requeued job runs its steps again: they all name this one folder."""
+    folder = parent / f"slurm-{step}"
+    if not folder.is_dir() or not any(folder.iterdir()):  # empty: another task's, just made
+        _made_here.add(folder.absolute())
+    folder.mkdir(exist_ok=True)
+    return str(folder)
 
 
 def register_resolvers() -> None:
@@ -112,7 +128,7 @@ def remove_if_untouched(run_dir: str | Path, hydra_files: Sequence[str]) -> bool
     run_dir = Path(run_dir).absolute()
     if not run_dir.is_dir() or not _made_by_this_process(run_dir):
         return False
-    if any(entry.name not in hydra_files for entry in run_dir.iterdir()):
+    if any(entry.name not in (*hydra_files, requeue.LAUNCH_FILE) for entry in run_dir.iterdir()):
         return False
     shutil.rmtree(run_dir, ignore_errors=True)
     for folder in run_dir.parents:
@@ -133,25 +149,43 @@ def remove_record_if_made_here(record: Path) -> None:
 
 
 class RunDirLock(Callback):
-    """Hydra callback: each job's directory claimed before the job writes there, by rank 0."""
+    """Hydra callback: each job's directory claimed before the job writes there, by rank 0; a
+    restart of the job that ran the run there continues it (`requeue.py`)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             run_dir = Path(str(config.hydra.run.dir)).absolute()
         except Exception:  # Hydra says what is wrong with it, as it makes the directory
             return
+        task = str(config.get("task_name", ""))
+        restarted = requeue.decide(run_dir, task)  # on every rank, before rank 0 writes there
         resumed = config.get("resume")  # train.py's resume=<run dir> continues that run
-        new = not resumed or Path(str(resumed)).absolute() != run_dir
+        new = not restarted and (not resumed or Path(str(resumed)).absolute() != run_dir)
         if is_rank_zero():
-            _claim_or_exit(run_dir, _RUN_FILES if new else (), str(config.get("task_name", "")))
+            if restarted and config.hydra.output_subdir and (run_dir / ".hydra").is_dir():
+                _record_beside_the_runs(config, run_dir)
+            _claim_or_exit(run_dir, _RUN_FILES if new else (), task)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         # A sweep's job: Hydra has written its .hydra/ already; checkpoints are a run's.
-        if config.hydra.mode == RunMode.MULTIRUN and is_rank_zero():
-            _claim_or_exit(Path(config.hydra.runtime.output_dir), _RUN_FILES[1:], "")
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        output_dir = Path(config.hydra.runtime.output_dir)
+        restarted = requeue.decide(output_dir, str(config.get("task_name", "")))
+        if is_rank_zero():
+            _claim_or_exit(output_dir, () if restarted else _RUN_FILES[1:], "")
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         release()
+
+
+def _record_beside_the_runs(config: DictConfig, run_dir: Path) -> None:
+    """Hydra's record of a restart in `.hydra/resume_<time>/`, as `resume=` puts it, keeping
+    the run's own."""
+    subdir = f".hydra/resume_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    note_new_folder(run_dir / subdir)
+    with read_write(config.hydra):
+        config.hydra.output_subdir = subdir
 
 
 def _claim_or_exit(run_dir: Path, refused: Sequence[str], task: str) -> None:
@@ -160,6 +194,7 @@ def _claim_or_exit(run_dir: Path, refused: Sequence[str], task: str) -> None:
     except UserError as error:  # Hydra turns what a callback raises into a warning
         print(f"\nError: {error}\n", file=sys.stderr, flush=True)
         sys.exit(error.exit_code)
+    requeue.record_launch(run_dir)
 
 
 def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:

@@ -106,13 +106,15 @@ def protect_run_secrets(resolved: Mapping[str, Any]) -> None:
 @contextmanager
 def masked_argv() -> Iterator[None]:
     """`sys.argv` with secrets masked, for code that records the command line (wandb.init
-    stores it in the run's metadata); restored after, since DDP relaunches from it."""
+    stores it in the run's metadata); restored after, since DDP relaunches from it. After it,
+    stdout and stderr are masked ahead of what that code hooked into them (:func:`mask_stdio`)."""
     original = list(sys.argv)
     sys.argv[:] = [mask_text(arg) for arg in original]
     try:
         yield
     finally:
         sys.argv[:] = original
+        mask_stdio()
 
 
 class MaskedStream:
@@ -127,6 +129,18 @@ class MaskedStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def mask_stdio() -> None:
+    """Mask secrets in whatever is written to stdout and stderr from now on, before anything
+    that hooked their ``write`` sees it: wandb's console capture (its ``output.log`` and
+    ``run-*.wandb``) patches the streams' ``write`` as it starts, behind our masking, and keeps
+    in clear what any library prints (Lightning's hint repeats the whole command line)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        hooked = "write" in getattr(stream, "__dict__", {})
+        if stream is not None and (hooked or not isinstance(stream, MaskedStream)):
+            setattr(sys, name, MaskedStream(stream))
 
 
 def mask_stderr() -> None:

@@ -23,6 +23,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from .. import lightning_compat as compat
 from ..distributed import is_rank_zero
+from . import requeue
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -78,6 +79,7 @@ def install_handlers() -> None:
     if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
             signal.signal(signum, _handle)
+        requeue.take_requeue_signals(_handle)  # under SLURM: stop alike, then requeue
 
 
 def forget_requests() -> None:

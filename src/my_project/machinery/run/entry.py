@@ -29,6 +29,7 @@ from ..distributed import die_with_launcher, is_rank_zero
 from ..errors import UserError, report, report_user_errors, user_error_in
 from ..reliability import run_dir
 from ..reliability.disk_full import disk_full_error
+from ..reliability.requeue import exit_for_the_scheduler
 from ..reliability.secrets import mask_stderr
 from .hydra_errors import hydra_errors_as_user_errors
 
@@ -46,8 +47,10 @@ def register() -> None:
     rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if _no_lightning_tips not in rank_zero_log.filters:
         rank_zero_log.addFilter(_no_lightning_tips)
+    from ..preflight.devices import quiet_srun_hint
     from ..strategies.registry import register_strategies
 
+    quiet_srun_hint()
     register_strategies()
 
 
@@ -73,7 +76,7 @@ def main(
     die_with_launcher()  # a DDP child: first thing, end with the process that started it
     mask_stderr()
     _early_signals.clear()
-    with _handled(lambda signum, _: _early_signals.append(signum)):
+    with _handled(lambda signum, _: _early_signals.append(signum)), exit_for_the_scheduler():
         sys.argv[1:] = report_user_errors(_command_line)(argv)
         with hydra_errors_as_user_errors():
             config_path = str(config_dir())
@@ -115,7 +118,7 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
         _stop_if_signalled()
         if is_rank_zero() and (output_dir := job_output_dir()):
             print(f"{cfg.get('task_name', 'run')}: {shown_path(output_dir)}", flush=True)
-        with stop_signals(cfg):
+        with exit_for_the_scheduler(), stop_signals(cfg):
             try:
                 result = task(cfg)
             except Exception as error:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
+import threading
 import warnings
-from collections.abc import Sized
+from collections.abc import Iterator, Sized
 from typing import Any
 
 import torch
@@ -25,13 +27,19 @@ from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from torch.utils.data import DataLoader, DistributedSampler
 
 from .. import lightning_compat as compat
-from ..distributed import LAUNCHER_PID, at_job_end
+from ..distributed import (
+    LAUNCHER_PID,
+    at_job_end,
+    hydra_quoted,
+    meet_afresh_after_a_torchrun_restart,
+)
 
 _LAUNCH_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 # Hydra overrides of the parent's sweep, not of the job a child re-runs.
 _SWEEP_ONLY: tuple[str, ...] = ("hydra.mode", "hydra.run.", "hydra.sweep.", "hydra.launcher")
 _SWEEP_ONLY += ("hydra/launcher", "hydra.sweeper", "hydra/sweeper", "hydra.output_subdir")
 _launched: dict[str, Any] | None = None  # what the launcher started and changed for this job
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def hydra_job_command() -> tuple[list[str], str]:
@@ -55,7 +63,7 @@ def hydra_job_command() -> tuple[list[str], str]:
             command.append(f"--{flag.replace('_', '-')}={args[flag]}")
     command += list(hydra_cfg.overrides.task)
     command += [o for o in hydra_cfg.overrides.hydra if not o.lstrip("+~").startswith(_SWEEP_ONLY)]
-    quoted = "'" + hydra_cfg.runtime.output_dir.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    quoted = hydra_quoted(hydra_cfg.runtime.output_dir)
     # RUN also overrides a `hydra.mode: MULTIRUN` of a config (hparams_search)
     command += ["hydra.mode=RUN", f"hydra.run.dir={quoted}", "hydra.output_subdir=null"]
     return command, cwd
@@ -126,6 +134,16 @@ class HydraDDPStrategy(DDPStrategy):
         warnings.filterwarnings("ignore", message=padding, category=PossibleUserWarning)
         super().setup(trainer)
 
+    def setup_distributed(self) -> None:
+        """Meet the other processes; SIGTERM and Ctrl-C end this one at once meanwhile. torch
+        waits for them in C++, where Python's handlers wait too: a launcher ending the run
+        because another process stopped (torchrun, srun, after a refusal) would wait for as
+        long as they (torchrun 30 s, SLURM's KillWait) and then kill it; nothing is lost, as
+        nothing has trained."""
+        with _stop_signals_end_at_once():
+            meet_afresh_after_a_torchrun_restart()
+            super().setup_distributed()
+
     def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
         """A mean of integers as floats: Lightning's truncates 44.5 to 44, so `self.log(...,
         sync_dist=True)` of unequal processes' sample counts would be off by up to 1/n
@@ -149,6 +167,19 @@ class HydraDDPStrategy(DDPStrategy):
         launcher = _HydraJobLauncher(self.cluster_environment, self.num_processes, self.num_nodes)
         compat.set_launcher(self, launcher)
         return None
+
+
+@contextlib.contextmanager
+def _stop_signals_end_at_once() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def unpadded(dataloader: object) -> object:
