@@ -242,8 +242,8 @@ CASES += [
     (
         f"key nothing of {script} reads",
         script,
-        "+input_path={tmp}/inputs.npy ckpt_path={run}/checkpoints/last.ckpt",
-        "`+input_path={tmp}/inputs.npy` adds `input_path`, which nothing of "
+        "+input_file={tmp}/inputs.npy ckpt_path={run}/checkpoints/last.ckpt",
+        "`+input_file={tmp}/inputs.npy` adds `input_file`, which nothing of "
         + script
         + ".py reads",
     )

@@ -488,7 +488,8 @@ def test_train_py_stops_a_broken_model_with_the_fix_and_writes_no_checkpoint(
 @pytest.mark.slow
 def test_the_benchmark_stops_a_broken_model_as_train_does() -> None:
     """`python -m ...bench --workload none ...`: the same paragraph and exit status as train.py."""
-    bench = [sys.executable, "-m", "my_project.machinery.bench", "--workload", "none"]
+    bench = [sys.executable, "-m", f"{guard_callback.__name__.split('.')[0]}.machinery.bench"]
+    bench += ["--workload", "none"]
     steps = ["--steps", "2", "--warmup", "1", "--repeats", "1"]
     target = f"model._target_={__name__}.BrokenClassifier"
     result = processes.run([*bench, *DOCS_STYLE, target, *steps], ROOT, clean_env(), 300)

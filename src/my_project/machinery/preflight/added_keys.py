@@ -48,6 +48,8 @@ def check_added_keys_are_read(cfg: DictConfig) -> None:
             continue
         if _read_by_an_object(cfg, key) or any(n == key or n.startswith(key + ".") for n in named):
             continue
+        if _declared_by_the_entry(hydra_cfg.job.config_name, key):
+            continue  # `+input_path=x` where predict.yaml has `input_path`: Hydra sets it
         raise UserError(_unread(cfg, override, key))
 
 
@@ -59,6 +61,22 @@ def _read_by_an_object(cfg: DictConfig, key: str) -> bool:
         if isinstance(node, DictConfig) and "_target_" in node:
             return True
     return False
+
+
+def _declared_by_the_entry(config_name: str | None, key: str) -> bool:
+    """Whether the entry's own config file (`configs/predict.yaml`) has ``key``, which it reads."""
+    from ..config import config_dir
+
+    path = config_dir() / f"{config_name}.yaml"
+    try:
+        declared = OmegaConf.load(path) if config_name and path.is_file() else None
+    except Exception:  # unreadable YAML: Hydra has said so already, composing it
+        return False
+    if not isinstance(declared, DictConfig):
+        return False
+    parent, _, name = key.rpartition(".")
+    node = OmegaConf.select(declared, parent, default=None) if parent else declared
+    return isinstance(node, DictConfig) and name in node
 
 
 def _unread(cfg: DictConfig, override: str, key: str) -> str:
