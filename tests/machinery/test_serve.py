@@ -34,6 +34,13 @@ from .serving import HOST, Server, group_alive, load, serving
 MAX_REQUEST_BYTES = 40_000
 
 
+class IndexesPastItsLayers(LitClassifier):
+    """A bug of the team's forward: a literal index past its layers."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net[5](x)
+
+
 class WithItsOwnPredictStep(LitClassifier):
     def predict_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
         probabilities = torch.softmax(self(batch[0]), dim=1)
@@ -360,6 +367,16 @@ def test_a_forward_that_cannot_take_the_inputs_is_refused_at_start() -> None:
     signature = signature_of([batch], model, False, "LitClassifier")
     with pytest.raises(UserError, match=r"LitClassifier cannot take the inputs of the test split"):
         check_it_answers(model, signature, batch, False, None, "the test split")
+
+
+def test_a_bug_of_the_teams_forward_shows_its_traceback_not_a_paragraph() -> None:
+    """The same start-up check, a forward that fails by its own code (not by the inputs it is
+    handed): its IndexError, down to the team's line, never "cannot take the inputs"."""
+    model = IndexesPastItsLayers(num_features=16, num_classes=4).eval()
+    batch = [torch.from_numpy(split_inputs()[:8]), torch.zeros(8, dtype=torch.long)]
+    with pytest.raises(IndexError) as raised:
+        check_it_answers(model, docs_style_signature(), batch, False, None, "the test split")
+    assert any(entry.path == Path(__file__) for entry in raised.traceback)
 
 
 def test_a_predict_step_that_unpacks_x_y_gets_a_batch_shaped_as_the_datas() -> None:

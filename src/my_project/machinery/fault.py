@@ -46,23 +46,56 @@ _BINDING = re.compile(
 
 
 def teams_bug(
-    error: BaseException, values: Iterable[Any] = (), keys: Iterable[str] = ()
+    error: BaseException,
+    values: Iterable[Any] = (),
+    keys: Iterable[str] = (),
+    inputs_given: bool = False,
 ) -> BaseException | None:
     """The exception of ``error``'s chain that is the team's bug, or None when ``error`` is a
-    value refused (the rule in `run/boundary.py`'s docstring). ``values``: of the run, besides those the
-    team's outermost frame was handed; ``keys``: the config keys they came under."""
+    value refused (the rule in `run/boundary.py`'s docstring). ``values``: of the run, besides
+    those the team's outermost frame was handed; ``keys``: the config keys they came under;
+    ``inputs_given``: the tensors that frame was handed (a batch of data the machinery feeds a
+    ``forward``) count as values of the run too, by identity."""
     for exception in causes(error):
         frames = _frames(exception.__traceback__)
         team = [i for i, (frame, _) in enumerate(frames) if is_teams_file(frame.f_code.co_filename)]
         if not team:
             continue
-        given = set(plain_values(values))
-        given.update(plain_values(_arguments(frames[team[0]][0])))
+        given: set[Any] = set(plain_values(values))
+        handed = _arguments(frames[team[0]][0])
+        given.update(plain_values(handed))
+        if inputs_given:
+            given.update(_Identity(v) for v in _objects(handed.values()))
         frame, lasti = frames[team[-1]]
         raised_here = team[-1] == len(frames) - 1
         explained = _explained(exception, frame, lasti, raised_here, given, set(keys))
         return None if explained else exception
     return None
+
+
+class _Identity:
+    """An object compared by identity (a tensor: ``==`` would compare its values)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value
+
+
+def _objects(values: Iterable[Any], depth: int = 0) -> Iterator[Any]:
+    """``values`` that are not plain, and what their lists, tuples and dicts hold."""
+    for value in values:
+        if _scalar(value) or value is None:
+            continue
+        yield value
+        if depth < 2 and isinstance(value, Mapping):
+            yield from _objects(list(value.values())[:100], depth + 1)
+        elif depth < 2 and isinstance(value, (list, tuple)):
+            yield from _objects(value[:100], depth + 1)
 
 
 def is_teams_file(filename: str) -> bool:
@@ -247,7 +280,10 @@ def _holds(candidates: Iterable[Any], given: set[Any]) -> bool:
     """Whether a value among ``candidates`` is (or, for a path, lies in or above) one of the
     run's ``given`` values."""
     paths = [g for g in given if isinstance(g, str) and os.sep in g and len(g) > 2]
-    for value in plain_values(list(candidates)):
+    found = list(candidates)
+    if any(_Identity(value) in given for value in _objects(found)):
+        return True
+    for value in plain_values(found):
         with contextlib.suppress(TypeError):
             if value in given:
                 return True

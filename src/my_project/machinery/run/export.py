@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 
 from ..errors import UserError, causes, require_extra
 from . import entry
-from .boundary import describe
+from .boundary import describe, teams_bug
 from .checkpoint_config import checkpoint_run
 from .team_line import team_line
 
@@ -104,8 +104,8 @@ def forward_call(model: Any, batch: Any, own: bool, source: str) -> Call:
         with torch.no_grad():
             call_model(model, batch, own)
     except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as error:
-        if own:
-            raise  # the module's own predict_step: its traceback
+        if own or teams_bug(error, inputs_given=True) is not None:
+            raise  # its own predict_step, or a bug of its forward: its traceback
         raise cannot_take(model, source, error) from error
     finally:
         del model.forward

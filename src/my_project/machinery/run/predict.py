@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 
 from ..errors import UserError
 from . import entry
-from .boundary import describe
+from .boundary import describe, teams_bug
 from .checkpoint_config import checkpoint_run
 from .input_files import input_files, read_inputs
 from .inputs import Refused, Signature, chunks, inputs_of, samples_in, signature_of
@@ -70,8 +70,8 @@ def predict(cfg: DictConfig) -> Path:
     try:  # run
         outputs = trainer.predict(model, dataloaders=batches)
     except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as error:
-        if own:
-            raise  # the module's own predict_step: its traceback
+        if own or teams_bug(error, inputs_given=True) is not None:
+            raise  # its own predict_step, or a bug of its forward: its traceback
         raise cannot_take(model, source, error) from error
     per_loader = outputs if len(batches) > 1 else [outputs or []]  # record what came out
     predicted = prediction_columns([out for outs in per_loader for out in outs or []], task)
@@ -113,8 +113,8 @@ def signature_for(model: Any, loaders: list[Any], own: bool, source: str) -> Sig
     except Refused as error:
         raise UserError(f"{error}.") from error
     except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as error:
-        if own:
-            raise  # the module's own predict_step: its traceback
+        if own or teams_bug(error, inputs_given=True) is not None:
+            raise  # its own predict_step, or a bug of its forward: its traceback
         raise cannot_take(model, source, error) from error
 
 

@@ -19,6 +19,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.responses import JSONResponse
 
 from ..errors import UserError
+from ..fault import teams_bug
 from .inputs import ONE, Arrays, Refused, Signature, call_model, inputs_of, said, samples_in
 from .predict import cannot_take, named_outputs
 
@@ -86,8 +87,8 @@ def check_it_answers(
         with torch.inference_mode():
             answer(model, signature.batch(arrays), own, task)
     except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as error:
-        if own:
-            raise  # the module's own predict_step: its traceback
+        if own or teams_bug(error, inputs_given=True) is not None:
+            raise  # its own predict_step, or a bug of its forward: its traceback
         raise cannot_take(model, source, error) from error
 
 
