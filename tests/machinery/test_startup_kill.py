@@ -37,6 +37,8 @@ class Trial:
     after_child_s: float | None  # when the launcher was killed, after rank 1 was started
     formed: bool  # whether the processes had met (the process group existed) by then
     gone_after_s: float | None  # seconds until no process of the run was left; None: never
+    returncode: int | None = None  # the launcher's
+    output: str = ""
 
 
 def alive_in_group(pgid: int) -> list[int]:
@@ -57,10 +59,13 @@ def alive_in_group(pgid: int) -> list[int]:
 
 
 def kill_launcher_during_start_up(
-    tmp_path: Path, after_child_s: float | None, before_child_s: float = 0.0
+    tmp_path: Path,
+    after_child_s: float | None,
+    before_child_s: float = 0.0,
+    signum: int = signal.SIGKILL,
 ) -> Trial:
-    """Start the run; kill -9 its launcher ``after_child_s`` seconds after it started rank 1
-    (None: ``before_child_s`` seconds after it started, before rank 1 exists)."""
+    """Start the run; send its launcher ``signum`` (kill -9) ``after_child_s`` seconds after it
+    started rank 1 (None: ``before_child_s`` seconds after it started, before rank 1 exists)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     log = tmp_path / "out.txt"
     command = [sys.executable, str(ROOT / "train.py"), *pinned(RUN)]
@@ -93,13 +98,13 @@ def kill_launcher_during_start_up(
             time.sleep(0.02)
         assert launcher.poll() is None, log.read_text()[-3000:]
         formed = REGISTERED in log.read_text()
-        os.kill(launcher.pid, signal.SIGKILL)
-        launcher.wait()
+        os.kill(launcher.pid, signum)
+        launcher.wait(timeout=GONE_WITHIN_S + 30)
         killed = time.monotonic()
         while alive_in_group(pgid) and time.monotonic() - killed < GONE_WITHIN_S + 5:
             time.sleep(0.05)
         gone = None if alive_in_group(pgid) else time.monotonic() - killed
-        return Trial(after_child_s, formed, gone)
+        return Trial(after_child_s, formed, gone, launcher.returncode, log.read_text())
     finally:
         for pid in alive_in_group(pgid):  # what a failing trial leaves: not for the next test
             os.kill(pid, signal.SIGKILL)
@@ -116,6 +121,21 @@ def test_killing_the_launcher_during_start_up_leaves_no_process(
 ) -> None:
     trial = kill_launcher_during_start_up(tmp_path, after_child_s)
     assert trial.gone_after_s is not None and trial.gone_after_s < GONE_WITHIN_S, trial
+
+
+@pytest.mark.slow
+def test_a_sigterm_during_ddp_start_up_ends_the_run_in_one_line_and_leaves_no_run_directory(
+    tmp_path: Path,
+) -> None:
+    """`kill <launcher>` while rank 1 starts: nothing was trained, so nothing is kept (what the
+    run wrote by then, `.hydra/`, `train.log`, goes too), every process ends, exit status 143."""
+    trial = kill_launcher_during_start_up(tmp_path, 0.3, signum=signal.SIGTERM)
+    assert trial.returncode == 128 + signal.SIGTERM, trial.output[-3000:]
+    assert trial.gone_after_s is not None and trial.gone_after_s < GONE_WITHIN_S, trial
+    stopped = [line for line in trial.output.splitlines() if line.startswith("Stopped by")]
+    assert len(stopped) == 1 and "SIGTERM" in stopped[0], trial.output[-3000:]
+    assert "Traceback" not in trial.output, trial.output[-3000:]
+    assert not (tmp_path / "run").exists(), sorted((tmp_path / "run").rglob("*"))
 
 
 # Ten moments of a start-up: before rank 1 exists, then from its first instant to after the

@@ -5,13 +5,15 @@ so it stays light: torch is imported only where several processes already run.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -25,6 +27,7 @@ _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
 _PACKAGE = __name__.split(".")[0]
 LAUNCHER_PID = f"{_PACKAGE.upper()}_LAUNCHER_PID"  # the launcher's pid, in its children
 _job_end_hooks: list[Callable[[bool], None]] = []
+_stop_while_blocked_hooks: list[Callable[[int], None]] = []
 T = TypeVar("T")
 
 
@@ -53,6 +56,58 @@ def gather_from_ranks(value: T) -> list[T]:
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, value)
     return gathered
+
+
+def at_stop_while_blocked(hook: Callable[[int], None]) -> Callable[[], None]:
+    """Run ``hook(signum)`` when a stop signal ends this process inside
+    :func:`stop_signals_end_at_once`; returns what unregisters it."""
+    _stop_while_blocked_hooks.append(hook)
+    return lambda: _stop_while_blocked_hooks.remove(hook)
+
+
+@contextlib.contextmanager
+def stop_signals_end_at_once() -> Iterator[None]:
+    """SIGTERM and Ctrl-C end this process at once inside, after the hooks of
+    :func:`at_stop_while_blocked` (the run's line, its directory), exit status 128 + the signal.
+
+    For where torch waits in C++ (processes meeting), where Python runs no handler until it
+    returns: a launcher ending the run because another process stopped (torchrun, srun) would
+    wait out its grace, then kill it without a word. Python's C handler still writes the
+    signal's number to the wakeup fd, which a thread of this process reads.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    leaving = threading.Event()
+
+    def watch() -> None:
+        received = os.read(read, 1)
+        if leaving.is_set() or not received:
+            return
+        for hook in list(_stop_while_blocked_hooks):
+            with contextlib.suppress(Exception):
+                hook(received[0])
+        os._exit(128 + received[0])
+
+    previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    stops = (signal.SIGTERM, signal.SIGINT)
+    previous = {signum: signal.signal(signum, lambda *_: None) for signum in stops}
+    watcher = threading.Thread(target=watch, name="stop-while-blocked", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        leaving.set()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        signal.set_wakeup_fd(previous_fd)
+        with contextlib.suppress(OSError):
+            os.write(write, b"\0")  # the watcher returns
+        watcher.join(timeout=5)
+        os.close(read)
+        os.close(write)
 
 
 def at_job_end(hook: Callable[[bool], None]) -> None:

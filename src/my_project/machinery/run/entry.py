@@ -25,7 +25,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ..config import config_dir, shown_path
-from ..distributed import die_with_launcher, is_rank_zero
+from ..distributed import at_stop_while_blocked, die_with_launcher, is_rank_zero
 from ..errors import UserError, report, report_user_errors, user_error_in
 from ..reliability import run_dir
 from ..reliability.disk_full import disk_full_error
@@ -193,6 +193,14 @@ def stop_signals(cfg: DictConfig | None = None) -> Iterator[None]:
     held no result yet."""
     from ..reliability import signals
 
+    def stopped_while_blocked(signum: int) -> None:  # the processes of a DDP run meeting
+        removed = remove_untouched_run_dir(nothing_kept=True, cfg=cfg)
+        if is_rank_zero():
+            kept = " Nothing of the run is kept." if removed else ""
+            message = f"{signals.stopped_message(signum, None, False)}{kept}"
+            os.write(2, f"\n{message}\n\n".encode())
+
+    unregister = at_stop_while_blocked(stopped_while_blocked)
     with _handled():
         signals.install_handlers()
         _stop_if_signalled()  # one that came while they were set up (importing Lightning)
@@ -214,6 +222,7 @@ def stop_signals(cfg: DictConfig | None = None) -> Iterator[None]:
             sys.exit(128 + stop.signum)
         finally:
             signals.forget_requests()
+            unregister()
 
 
 def job_output_dir() -> str | None:

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
-import threading
 import warnings
-from collections.abc import Iterator, Sized
+from collections.abc import Sized
 from typing import Any
 
 import torch
@@ -30,8 +28,10 @@ from .. import lightning_compat as compat
 from ..distributed import (
     LAUNCHER_PID,
     at_job_end,
+    at_stop_while_blocked,
     hydra_quoted,
     meet_afresh_after_a_torchrun_restart,
+    stop_signals_end_at_once,
 )
 
 _LAUNCH_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
@@ -39,7 +39,6 @@ _LAUNCH_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_S
 _SWEEP_ONLY: tuple[str, ...] = ("hydra.mode", "hydra.run.", "hydra.sweep.", "hydra.launcher")
 _SWEEP_ONLY += ("hydra/launcher", "hydra.sweeper", "hydra/sweeper", "hydra.output_subdir")
 _launched: dict[str, Any] | None = None  # what the launcher started and changed for this job
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def hydra_job_command() -> tuple[list[str], str]:
@@ -97,6 +96,15 @@ def end_launched_job(succeeded: bool = True, timeout: float | None = None) -> No
         raise RuntimeError(f"DDP processes of the run in {job['dir']} failed: {'; '.join(failed)}")
 
 
+def _kill_launched(signum: int) -> None:
+    """Stopped while the processes meet: those this one launched end with it, at once."""
+    for proc in _launched["procs"] if _launched else []:
+        proc.kill()
+
+
+at_stop_while_blocked(_kill_launched)
+
+
 class _HydraJobLauncher(compat.SubprocessScriptLauncher):
     """Lightning's subprocess launcher whose children re-run the current Hydra job."""
 
@@ -140,7 +148,7 @@ class HydraDDPStrategy(DDPStrategy):
         because another process stopped (torchrun, srun, after a refusal) would wait for as
         long as they (torchrun 30 s, SLURM's KillWait) and then kill it; nothing is lost, as
         nothing has trained."""
-        with _stop_signals_end_at_once():
+        with stop_signals_end_at_once():
             meet_afresh_after_a_torchrun_restart()
             super().setup_distributed()
 
@@ -167,19 +175,6 @@ class HydraDDPStrategy(DDPStrategy):
         launcher = _HydraJobLauncher(self.cluster_environment, self.num_processes, self.num_nodes)
         compat.set_launcher(self, launcher)
         return None
-
-
-@contextlib.contextmanager
-def _stop_signals_end_at_once() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def unpadded(dataloader: object) -> object:
