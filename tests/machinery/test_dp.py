@@ -8,6 +8,7 @@ each replica run in a thread the way `parallel_apply` runs it, the outputs conca
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from pathlib import Path
@@ -21,6 +22,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch import nn
 from torch.nn.parallel import replicate
 
+from my_project.machinery.devices.choice import run_record
 from my_project.machinery.errors import report_user_errors
 from my_project.machinery.run.train import train
 from my_project.machinery.strategies.dp import ClassForward, DataParallelStrategy
@@ -53,6 +55,13 @@ def test_dp_resolves_from_lightnings_registry() -> None:
     assert isinstance(trainer.strategy, DataParallelStrategy)
     assert trainer.strategy.parallel_devices == [torch.device("cpu")] * 2
     assert (trainer.world_size, trainer.global_rank, trainer.num_devices) == (1, 0, 2)
+
+
+def test_dp_on_cpu_records_the_one_device_that_ran() -> None:
+    register_strategies()
+    record = run_record(L.Trainer(strategy="dp", accelerator="cpu", devices=2, logger=False))
+    assert (record["devices"], record["device_ids"], record["world_size"]) == (1, [0], 1)
+    assert record["strategy"] == "DataParallelStrategy"
 
 
 def test_dp_across_nodes_is_refused_with_the_reason() -> None:
@@ -220,6 +229,8 @@ def test_train_with_dp_on_two_devices_exits_0_with_metrics(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr[-3000:]
     assert "nothing is split" in result.stderr
     assert read_metrics(tmp_path)["test_acc"] > 0.5
+    record = json.loads((tmp_path / "run_info.json").read_text())  # what ran: one CPU process
+    assert (record["devices"], record["device_ids"], record["world_size"]) == (1, [0], 1)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

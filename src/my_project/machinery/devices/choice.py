@@ -19,10 +19,15 @@ def run_record(trainer: Trainer) -> dict[str, Any]:
     group = None
     if dist.is_available() and dist.is_initialized():
         group = {"backend": dist.get_backend(), "world_size": dist.get_world_size()}
+    devices, device_ids = trainer.num_devices, list(trainer.device_ids)
+    # `dp` where nothing can be split (CPU, MPS): one process ran on its first device alone,
+    # whatever number was asked (the strategy warns so; the config keeps what was asked).
+    if getattr(trainer.strategy, "splits_batches", True) is False:
+        devices, device_ids = 1, device_ids[:1]
     return {
         "accelerator": trainer.strategy.root_device.type,  # "cpu", "cuda", "mps", ...
-        "devices": trainer.num_devices,  # per node
-        "device_ids": list(trainer.device_ids),
+        "devices": devices,  # per node, that ran
+        "device_ids": device_ids,
         "strategy": type(trainer.strategy).__name__,  # e.g. "HydraDDPStrategy"
         "start_method": start_method,  # DDP: "popen" (re-runs the script), "spawn" or "fork"
         "backend": backend,  # of multi-process strategies: gloo, nccl, ...
