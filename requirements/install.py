@@ -26,6 +26,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.error
 import urllib.request
@@ -35,8 +36,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+CUDA_INDEX = "https://download.pytorch.org/whl/cu126"  # an example, in advice only
 PROBE_SECONDS = 5.0  # an index that does not answer in this time is left out
 BUILDS = ("auto", "cpu", "cuda")
+ASKED_BUILD = {
+    "cpu": "the CPU build",
+    "cuda": "a CUDA build",
+}  # what the torch step sets out to take
 # What each step downloads and installs, measured on Linux x86-64 with Python 3.11 (README,
 # "Quickstart"); other platforms differ a little. PyPI's CUDA build was not installed here:
 # its download is PyPI's listing of torch 2.13.0's wheels and the CUDA wheels they require.
@@ -157,6 +163,31 @@ def build_of(version: str, system: str) -> str:
     return "PyPI's CUDA build" if system == "Linux" else f"PyPI's build for {system}"
 
 
+def build_change(step: TorchStep, version: str | None, why: str | None, venv: Path) -> str | None:
+    """What to say when the torch pip installed is not the build `step` asked for (the CPU
+    build asked, PyPI's CUDA build taken where the CPU index could not be reached), or None.
+    `why`: why the step's index was left out, if it was. Linux only: elsewhere the step takes
+    PyPI's wheel, whatever it is."""
+    if not version or step.build not in ("cpu", "cuda"):
+        return None
+    taken = "cpu" if version.partition("+")[2] == "cpu" else "cuda"
+    if taken == step.build:
+        return None
+    asked = ASKED_BUILD[step.build]
+    source = f"{step.index} could not be reached ({why}), so pip" if why else "pip"
+    if step.build == "cpu":
+        cost = "It runs on the CPU too, with about 2.7 GB of CUDA libraries beside it."
+        again = "where that index answers, or with TORCH_INDEX=<an index that holds it>"
+    else:
+        cost = "It uses no GPU."
+        again = f"with TORCH_INDEX={CUDA_INDEX} (or another CUDA version's)"
+    return (
+        f"torch {version} is {build_of(version, 'Linux')}, not {asked} this step set out to "
+        f"install: {source} took the build its own index and links hold. {cost} For {asked}: "
+        f"remove {venv}, then run `make` again {again}."
+    )
+
+
 def pinned(version: str | None, requirement: str) -> bool:
     """Whether an installed torch `version` is the one `requirement` (`torch==X`) pins."""
     pin = re.fullmatch(r"\s*torch\s*==\s*([\w.]+)\s*", requirement)
@@ -224,6 +255,7 @@ def install(
         steps.run(sys.executable, "-m", "venv", venv)
         steps.end()
 
+    changed = ""  # torch's build, where it is not the one the torch step set out to install
     version = None if dry_run else installed_torch(python)
     if pinned(version, torch):
         steps.begin(
@@ -234,6 +266,7 @@ def install(
         size = SIZE_CPU if step.build == "cpu" else SIZE_CUDA if system == "Linux" else ""
         steps.begin(f"{torch}, {step.why}", *([size] if size else []))
         options: list[str] = []
+        why = None
         if step.index:
             probe_started = time.monotonic()
             why = probe(step.index)
@@ -250,7 +283,13 @@ def install(
                     flush=True,
                 )
         steps.run(python, "-m", "pip", "install", torch, *options)
-        steps.end(f"torch {installed_torch(python)}" if not dry_run else "")
+        version = None if dry_run else installed_torch(python)
+        change = build_change(step, version, why, venv)
+        if change:
+            changed = f"{build_of(version or '', system)} of torch, not {ASKED_BUILD[step.build]}"
+            wrapped = textwrap.fill(change, 92, break_long_words=False, break_on_hyphens=False)
+            print(textwrap.indent(wrapped, "    "), flush=True)
+        steps.end(f"torch {version} ({build_of(version, system)})" if version else "")
 
     lock = "requirements/lock.txt"
     steps.begin(
@@ -269,9 +308,10 @@ def install(
     steps.end()
     if not dry_run:
         took = time.monotonic() - steps.started
+        with_build = f", with {changed} (step 2 says why)" if changed else ""
         print(
-            f"==> Installed in {took:.0f} s; {venv} is {disk_size(venv)}. The next `make` "
-            "installs nothing until requirements/lock.txt or pyproject.toml changes.",
+            f"==> Installed in {took:.0f} s; {venv} is {disk_size(venv)}{with_build}. The next "
+            "`make` installs nothing until requirements/lock.txt or pyproject.toml changes.",
             flush=True,
         )
 

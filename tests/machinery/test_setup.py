@@ -236,6 +236,51 @@ def test_an_index_that_cannot_be_reached_is_left_out_with_the_reason(
     assert f"$ {VENV}/bin/python -m pip install torch==2.13.0" in lines
 
 
+def installed_as(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    taken: str,
+    **machine: object,
+) -> str:
+    """What the install prints where pip's torch step installs torch `taken` (its commands not
+    run): on Linux without an NVIDIA driver, into an environment with no torch yet."""
+    install = install_module()
+    versions = iter([None, taken])  # before and after the torch step
+    monkeypatch.setattr(install, "installed_torch", lambda python: next(versions))
+    monkeypatch.setattr(install.Steps, "run", lambda self, *command: None)
+    monkeypatch.setattr(install, "disk_size", lambda path: "4.7 GB")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").touch()
+    machine = {"torch_build": "auto", "system": "Linux", "driver": False, **machine}
+    install.install(venv, "torch==2.13.0", probe=lambda url: "Name or service not known", **machine)
+    return capsys.readouterr().out
+
+
+def test_pypis_cuda_build_taken_for_the_cpu_one_is_said_after_the_step_and_at_the_end(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out = installed_as(capsys, monkeypatch, tmp_path, "2.13.0")
+    step = " ".join(out[out.index("==> [2/4]") : out.index("==> [3/4]")].split())
+    assert (
+        "torch 2.13.0 is PyPI's CUDA build, not the CPU build this step set out to install: "
+        "https://download.pytorch.org/whl/cpu could not be reached (Name or service not known)"
+    ) in step
+    assert f"remove {tmp_path / 'venv'}, then run `make` again where that index answers" in step
+    assert "torch 2.13.0 (PyPI's CUDA build), 0 s;" in step
+    last = out.splitlines()[-1]
+    assert "venv is 4.7 GB, with PyPI's CUDA build of torch, not the CPU build (step 2" in last
+
+
+def test_the_cpu_build_from_pips_own_links_is_what_was_asked_and_says_nothing_more(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out = installed_as(capsys, monkeypatch, tmp_path, "2.13.0+cpu")
+    assert "torch 2.13.0+cpu (CPU build), 0 s;" in out
+    assert "set out to install" not in out and "not the CPU build" not in out
+
+
 def test_the_probe_gives_up_within_seconds_on_a_refused_or_silent_index() -> None:
     """A refused connection answers at once; a server that accepts and never answers is left
     after the probe's timeout, not pip's minutes of retries."""
