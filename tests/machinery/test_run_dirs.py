@@ -44,14 +44,28 @@ def test_unique_dir_adds_a_suffix_when_the_name_is_taken(tmp_path: Path) -> None
 
 
 def test_processes_asking_for_the_same_name_at_once_get_different_dirs(tmp_path: Path) -> None:
-    prefix = str(tmp_path / "2030-01-01_00-00-00")
-    code = "import sys; from my_project.machinery.reliability.run_dir import unique_dir; print(unique_dir(sys.argv[1]))"
+    """Six at once, each holding its answer until all have one; and what none of them wrote
+    into is gone when they exit (Hydra may resolve a run directory it then does not use)."""
+    prefix = str(tmp_path / "logs" / "2030-01-01_00-00-00")
+    module = "my_project.machinery.reliability.run_dir"
+    code = (
+        f"import sys; from {module} import unique_dir; print(unique_dir(sys.argv[1]), flush=True)"
+    )
     processes = [
-        subprocess.Popen([sys.executable, "-c", code, prefix], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", code + "; sys.stdin.read()", prefix],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(6)
     ]
-    made = [p.communicate(timeout=60)[0].strip() for p in processes]
+    made = [p.stdout.readline().strip() for p in processes if p.stdout is not None]
     assert len(set(made)) == 6 and all(Path(p).is_dir() for p in made)
+    (Path(made[0]) / "train.log").write_text("a run\n")
+    for process in processes:
+        process.communicate(timeout=60)
+    assert [p.name for p in (tmp_path / "logs").iterdir()] == [Path(made[0]).name]
 
 
 @pytest.mark.slow

@@ -225,14 +225,23 @@ def test_search_with_ddp_trials_runs_each_trial_once_and_prunes_on_every_rank(
     """`trainer=ddp_cpu` trials: each trial's second process runs its one job (never a search
     of its own, though the search config sets `hydra.mode: MULTIRUN`), writes nothing outside
     the sweep directory, and stops with rank 0 when the trial is pruned (a rank going on alone
-    would hang in the next collective; a search of its own would wait 300 s per trial)."""
+    would hang in the next collective; a search of its own would wait 300 s per trial). The
+    search config is lightning-hydra-template's way, `storage: null` (the study in memory),
+    which makes Hydra resolve the sweep folder again as it composes: one folder all the same."""
+    text = (MACHINERY_CONFIGS / "hparams_search" / "docs_style.yaml").read_text()
+    assert text.count("  sweeper:\n") == 1
+    configs = tmp_path / "configs" / "hparams_search"
+    configs.mkdir(parents=True)
+    (configs / "in_memory.yaml").write_text(
+        text.replace("  sweeper:\n", "  sweeper:\n    storage: null\n")
+    )
     logs = tmp_path / "logs"
-    sweep = tmp_path / "sweep"
     started = time.monotonic()
     result = run_entry(
         "train",
-        *DOCS_STYLE,
-        "hparams_search=docs_style",
+        f"hydra.searchpath=[file://{tmp_path / 'configs'},file://{MACHINERY_CONFIGS}]",
+        "experiment=docs_style",
+        "hparams_search=in_memory",
         "hydra.sweeper.n_trials=2",
         "hydra.sweeper.plots=false",
         "trainer=ddp_cpu",
@@ -242,7 +251,6 @@ def test_search_with_ddp_trials_runs_each_trial_once_and_prunes_on_every_rank(
         "model.lr=tag(log, interval(1e-6, 0.05))",
         "hydra.sweeper.pruner.n_startup_trials=1",
         "hydra.sweeper.pruner.n_warmup_steps=0",
-        f"hydra.sweep.dir={sweep}",
         env=clean_env(**{LOG_DIR_VAR: str(logs)}),
         timeout=290,
     )
@@ -250,10 +258,13 @@ def test_search_with_ddp_trials_runs_each_trial_once_and_prunes_on_every_rank(
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert (result.stdout + result.stderr).count("Starting with 2 processes") == 2
     assert elapsed < 240, f"2 small DDP trials took {elapsed:.0f} s"
-    assert not logs.exists(), sorted(str(p) for p in logs.rglob("*"))
+    assert [p.name for p in logs.iterdir()] == ["train"]
+    assert [p.name for p in (logs / "train").iterdir()] == ["multiruns"]
+    sweeps = list((logs / "train" / "multiruns").iterdir())
+    assert len(sweeps) == 1, sorted(str(p) for p in sweeps)  # no empty folder beside it
+    sweep = sweeps[0]
 
-    trials = load_study(sweep).trials
-    assert [t.state for t in trials] == [COMPLETE, PRUNED]
+    assert "Trial 0 complete: " in result.stdout and "Trial 1 pruned: " in result.stdout
     assert [job.name for job in job_dirs(sweep)] == ["0", "1"]
     for job in job_dirs(sweep):
         assert [p.name for p in job.rglob("metrics.json")] == ["metrics.json"]

@@ -45,6 +45,18 @@ CASES: list[tuple[str, str, str, str]] = [
         "-m hparams_search=mpl",
         "Could not find 'hparams_search/mpl' Available options in 'hparams_search': mlp",
     ),
+    (
+        "search direction",
+        "train",
+        "hparams_search=mlp hydra.sweeper.direction=up",
+        "The search settings (hydra.sweeper) cannot work: `directions` must be a list of",
+    ),
+    (
+        "search sampler",  # refused once the study is made in the sweep folder: removed with it
+        "train",
+        "hparams_search=mlp hydra.sweeper.sampler._target_=optuna.samplers.TPESamplr",
+        "cannot work: Error locating target 'optuna.samplers.TPESamplr'",
+    ),
     ("unknown debug option", "train", "debug=default", "Available options in 'debug': fdr,"),
     ("unknown net", "train", "model/net=transformer", "options in 'model/net': cnn, mlp"),
     ("unknown data", "train", "data=imagenet", "options in 'data': diabetes, digits"),

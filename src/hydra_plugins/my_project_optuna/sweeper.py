@@ -130,10 +130,23 @@ class OptunaSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Study:
+        """The search; refused (bad input, exit status 2) before any trial kept a run, the sweep
+        folder goes again if this process made it (its study, Hydra's record)."""
+        from my_project.machinery.reliability import run_dir
+
+        sweep_dir = Path(self._config.hydra.sweep.dir)
+        try:
+            return self._search(arguments, sweep_dir)
+        except SystemExit as stop:
+            if stop.code == 2 and sweep_dir.is_dir():  # a trial's folder holds a run: kept
+                ours = [entry.name for entry in sweep_dir.iterdir() if not entry.name.isdigit()]
+                run_dir.remove_if_untouched(sweep_dir, ours)
+            raise
+
+    def _search(self, arguments: list[str], sweep_dir: Path) -> Study:
         from optuna.trial import TrialState
 
         self.metric = str(self._config.get("optimized_metric", "objective"))
-        sweep_dir = Path(self._config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         try:
             space = search_space(self.params, arguments, self._config_loader)

@@ -13,6 +13,7 @@ the OS releases however the process ends (``kill -9`` too): a second process is 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
@@ -27,12 +28,13 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, read_write
 
-from ..distributed import is_rank_zero, srun_task_step
+from ..distributed import LAUNCHER_PID, is_rank_zero, srun_task_step
 from ..errors import UserError
 from . import requeue
 
 _created: dict[str, str] = {}  # unique_dir's answers
 _made_here: set[Path] = set()  # the outermost folders this process created (or is about to)
+_made_by_unique_dir: list[Path] = []  # its answers' folders, which it made
 _RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
 _RUN_FILES = (".hydra", "checkpoints", "metrics.json")  # a directory with one holds a run
 _SWEEP_FILES = ("multirun.yaml", ".submitit", ".hydra")  # what a sweep holds before its jobs
@@ -51,19 +53,41 @@ def unique_dir(prefix: str, _root_: Any = None) -> str:
             "written under the filesystem's root (/train/runs/...). Give it a folder, e.g. "
             "`paths.log_dir=logs`, or unset the variable to use logs/."
         )
+    if os.environ.get(LAUNCHER_PID):  # a DDP child: told its run directory, needs no other
+        return prefix
     note_new_folder(Path(prefix).parent, "paths.log_dir")
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     if (step := srun_task_step()) is not None:
         _created[prefix] = job_step_dir(Path(prefix).parent, step)
         return _created[prefix]
+    if not _made_by_unique_dir:
+        atexit.register(remove_the_empty_ones)
     for n in itertools.count():
         candidate = prefix if n == 0 else f"{prefix}_{n}"
         with contextlib.suppress(FileExistsError):
             os.mkdir(candidate)
             _created[prefix] = candidate
             _made_here.add(Path(candidate).absolute())
+            _made_by_unique_dir.append(Path(candidate).absolute())
             return candidate
     raise AssertionError("unreachable")
+
+
+def remove_the_empty_ones() -> None:
+    """At exit: the folders ``unique_dir`` made that are still empty, and the folders this
+    process made around them, if that leaves them empty. Hydra resolves a config's run and sweep
+    directories again whenever a merge meets them (a config setting a key that interpolates
+    one to null), each time at a new ``${now:}``: the folders of the answers not used."""
+    for folder in _made_by_unique_dir:
+        for empty in (folder, *folder.parents):
+            if not _made_by_this_process(empty):
+                break
+            try:
+                empty.rmdir()  # only if empty: a run started there meanwhile stays
+            except FileNotFoundError:  # removed already (a refusal's): its parents may be empty
+                continue
+            except OSError:
+                break
 
 
 def job_step_dir(parent: Path, step: str) -> str:
