@@ -4,7 +4,9 @@ and a missing or corrupted data directory as one clear message."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -99,13 +101,35 @@ def test_download_rejects_a_file_with_the_wrong_checksum(tmp_path: Path) -> None
     assert not any(target.glob("*.gz")) and not any(target.glob("*.part"))
 
 
-def test_offline_error_says_where_to_put_the_files(tmp_path: Path) -> None:
+def test_offline_error_says_where_to_put_the_files_and_leaves_no_folder(tmp_path: Path) -> None:
     # Port 9 (discard) on loopback refuses at once: the same path as a machine with no network.
     with pytest.raises(MNISTDownloadError) as info:
-        download_mnist(tmp_path / "mnist", mirrors=["http://127.0.0.1:9/"], timeout=2)
+        download_mnist(tmp_path / "data" / "mnist", mirrors=["http://127.0.0.1:9/"], timeout=2)
     message = str(info.value)
-    assert str((tmp_path / "mnist").resolve()) in message
+    assert str((tmp_path / "data" / "mnist").resolve()) in message
     assert "train-images-idx3-ubyte.gz" in message and "offline" in message
+    assert list(tmp_path.iterdir()) == []  # data/ and data/mnist/ were made for it: gone
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(MNISTDownloadError):
+        download_mnist(tmp_path / "mine", mirrors=["http://127.0.0.1:9/"], timeout=2)
+    assert (tmp_path / "mine").is_dir()  # the team's own folder stays
+
+
+def test_a_download_cut_off_leaves_no_part_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mirror = tmp_path / "mirror"
+    sums = write_fake_mnist(mirror)
+    (mirror / "keep").mkdir()  # downloads into the mirror: the folder is there already
+
+    def cut_off(source: object, target: Any) -> None:
+        target.write(b"half a file")
+        raise OSError("connection reset")
+
+    monkeypatch.setattr(shutil, "copyfileobj", cut_off)
+    with pytest.raises(MNISTDownloadError, match="connection reset"):
+        download_mnist(mirror / "keep", files=sums, mirrors=[mirror.as_uri() + "/"])
+    assert list((mirror / "keep").iterdir()) == []
 
 
 def train_in_process(overrides: list[str], output_dir: Path, capsys) -> tuple[int, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import tempfile
@@ -66,6 +67,8 @@ def download_mnist(
     place, so an interrupted or corrupted download never leaves a file that looks complete.
     """
     root = Path(root)
+    absolute = root.absolute()
+    made = [f for f in (absolute, *absolute.parents) if not f.exists()]  # innermost first
     for name, checksum in files.items():
         if find_file(root, name) is not None:
             continue
@@ -73,14 +76,18 @@ def download_mnist(
         errors = []
         for mirror in mirrors:
             url = mirror + name
+            parts: list[Path] = []
             try:
                 with (
                     urllib.request.urlopen(url, timeout=timeout) as response,
                     tempfile.NamedTemporaryFile(dir=root, delete=False, suffix=".part") as tmp,
                 ):
+                    parts.append(Path(tmp.name))
                     shutil.copyfileobj(response, tmp)
                 tmp_path = Path(tmp.name)
             except (urllib.error.URLError, OSError, TimeoutError) as error:
+                for part in parts:  # cut off mid-way: no half file left
+                    part.unlink(missing_ok=True)
                 errors.append(f"{url}: {getattr(error, 'reason', error)}")
                 continue
             actual = md5sum(tmp_path)
@@ -91,6 +98,9 @@ def download_mnist(
             tmp_path.replace(root / name)
             break
         else:
+            for folder in made:  # made for this download: nothing is left where nothing came
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only if empty
             raise MNISTDownloadError(
                 f"MNIST file {name} is not in {root.resolve()} and could not be downloaded "
                 f"({'; '.join(errors)}). If this machine is offline, copy the four MNIST files "
