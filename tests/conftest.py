@@ -22,6 +22,16 @@ if TYPE_CHECKING:
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _data_outside_the_project(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`paths.data_dir` in a folder of the session's, for every run of a test (in this process
+    and those it starts): a data module that writes its files (the zoo's LHT module) never
+    writes into the project's data/. A test that needs data of its own names its folder."""
+    from .machinery.helpers import DATA_DIR_VAR
+
+    os.environ.setdefault(DATA_DIR_VAR, str(tmp_path_factory.mktemp("data")))
+
+
 @pytest.fixture(autouse=True)
 def _lightnings_rank_stays_zero() -> Iterator[None]:
     """A test that leaves Lightning's process-wide rank at 1 (a strategy's set_world_ranks, in

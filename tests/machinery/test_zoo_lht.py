@@ -84,6 +84,7 @@ def test_lhts_data_module_writes_its_files_under_data_dir_and_reads_its_list_spl
     assert list(data["train_val_test_split"]) == [64, 24, 23]
     written = (ROOT / data["data_dir"] / "digits8x8").glob("*.npz")  # relative: to the run's
     assert sorted(path.name for path in written) == ["test.npz", "train.npz"]
+    assert not (ROOT / data["data_dir"]).resolve().is_relative_to(ROOT)  # not the project's
     assert {"optimizer", "scheduler", "compile"} <= set(saved["hyper_parameters"])
     net = "tests.machinery.zoo.lht.models.components.simple_dense_net.SimpleDenseNet"
     assert saved["hyper_parameters"]["net"] == {"_object_": net}  # a record: never unpickled
