@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 # The answers, as JSON, rendered in by cookiecutter: the only Jinja in the hooks. Values that
-# are neither text nor yes/no (cruft's commit objects, the prompts) as text.
+# are neither text nor yes/no (cruft's commit objects, the prompts) as text; none as null.
 ANSWERS = json.loads(r"""{
 {%- for key, value in cookiecutter.items() %}
-  {{ key | tojson }}: {{ (value if value is boolean or value is string else value | string) | tojson }},
+  {{ key | tojson }}: {{ (value if value is boolean or value is string or value is none else value | string) | tojson }},
 {%- endfor %}
   "_template_dir": {{ lipsum.__globals__.os.getcwd() | tojson }}
 }""")

@@ -218,11 +218,24 @@ def as_bool(value: object) -> bool | None:
     )
 
 
+# The longest project name, folder and package name: a generated project is tested with names
+# of this length (tests/template); longer ones push its lines past its own line length.
+MAX_NAME = 80
+
+
 def problems(template: Template, answers: Mapping[str, object]) -> list[str]:
     """Everything wrong with the answers: one line each, saying what to choose instead."""
     a = {key: str(value).strip() for key, value in answers.items()}
     name, slug, package = (a.get(k, "") for k in ("project_name", "project_slug", "package_name"))
     found = []
+    names = {"project_name": name, "project_slug": slug, "package_name": package}
+    if long := {key: len(value) for key, value in names.items() if len(value) > MAX_NAME}:
+        found.append(  # one line: the slug and package follow the name unless given
+            f"{' and '.join(long)} {'is' if len(long) == 1 else 'are'} "
+            f"{' and '.join(map(str, long.values()))} characters long: at most {MAX_NAME} fit "
+            "the project's lines (longer ones break its own lint and tests); choose a shorter "
+            f"name, e.g. {names[next(iter(long))][:MAX_NAME].strip(' -_')!r}."
+        )
     if not any(c.isalnum() for c in name):
         found.append(
             f"project_name={name!r} has no letters or digits: give a title such as 'Acme Vision'."
@@ -493,7 +506,7 @@ def cruft_state(template_root: Path, answers: Mapping[str, object]) -> dict[str,
     return {
         "template": template,
         "commit": commit,
-        "checkout": answers.get("_checkout") or None,
+        "checkout": None if str(answers.get("_checkout")) in ("None", "") else answers["_checkout"],
         "context": {"cookiecutter": context},
         "directory": None if directory == "." else directory,
     }

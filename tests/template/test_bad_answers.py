@@ -30,6 +30,11 @@ from .conftest import ROOT, run_cookiecutter_cli
             "project_slug='Acme Vision' is no folder name",
         ),
         ({"project_name": "!!!"}, "project_name='!!!' has no letters or digits"),
+        (
+            {"project_name": "Acme " * 16 + "X"},  # 81 characters; its folder and package too
+            "project_name and project_slug and package_name are 81 and 81 and 81 characters "
+            "long: at most 80 fit the project's lines",
+        ),
         ({"devices": "two"}, "devices='two' is no device count: give 1, 2, ..."),
         ({"devices": "0"}, "-1 (every GPU) or auto"),
         ({"author_email": "nobody"}, "author_email='nobody' is no email address"),

@@ -125,6 +125,7 @@ def test_the_template_is_found_without_proc_or_pwd_however_it_is_fetched(
         assert state is None
     else:
         assert (state["template"], state["directory"]) == origin
+        assert state["checkout"] is None  # none asked for: null, not the text "None"
         assert state["context"]["cookiecutter"]["package_name"] == "acme_vision"
         assert len(state["commit"]) == 40
 
