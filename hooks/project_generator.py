@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import fnmatch
+import itertools
 import json
 import keyword
 import os
@@ -29,7 +30,7 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,10 @@ PRECISION_WORDS = {
 DEFAULTS_PARAGRAPH = r"^\*\*Defaults\.\*\* (?:.+\n)+"  # up to the next blank line
 # The Quickstart's sample output: its wandb line is only printed under the `wandb` answer.
 WANDB_OUTPUT_LINE = r"^()INFO: wandb: no credentials found; logging offline .*\n()"
+# wandb's run id in the progress bar of the Quickstart's sample output (no other logger has one)
+WANDB_VERSION = r"^(Epoch \d+: .*)v_num=\w+, (.*)$"
+# A line of the README's Layout blocks: a path, its line count, what it holds.
+LAYOUT_LINE = re.compile(r"^(?P<path>\S+)(?P<gap> +)(?P<count>\d+)(?P<rest>  .*\n?)$")
 
 # The top-level module of an import, or of a config's `_target_`.
 IMPORTED = re.compile(
@@ -339,6 +344,7 @@ def _configure(path: str, text: str, answers: Mapping[str, str]) -> str:
         text = _edit(text, rf"^(){DEFAULTS_PARAGRAPH}()", defaults_paragraph(answers), path)
         if answers["logger"] != "wandb":
             text = _edit(text, WANDB_OUTPUT_LINE, "", path)
+            text = _edit(text, WANDB_VERSION, "", path)
         cells = [f"`{answers[k]}`" for k in ("accelerator", "strategy", "precision")]
         devices = {"-1": "all"}.get(answers["devices"], answers["devices"])
         if (*cells, devices) != ("`auto`", "`auto`", "`32-true`", "1"):
@@ -375,6 +381,31 @@ def defaults_paragraph(answers: Mapping[str, str]) -> str:
     kept = re.sub(r"`[^`]*`", lambda m: m.group().replace(" ", "\0"), text)
     wrapped = textwrap.fill(kept, width=96, break_long_words=False, break_on_hyphens=False)
     return wrapped.replace("\0", " ") + "\n"
+
+
+def _layout_aligned(text: str, renamed: Callable[[str], str]) -> str:
+    """The README's Layout blocks (``path  lines  what``, the line counts right-aligned) with
+    their counts aligned again for the paths as ``renamed`` will write them: a longer package
+    name pushes its paths' counts out of the column."""
+    out: list[str] = []
+    lines = text.splitlines(keepends=True)
+    for is_layout, group in itertools.groupby(
+        lines, key=lambda line: bool(LAYOUT_LINE.match(line))
+    ):
+        block = list(group)
+        rows = [row for line in block if (row := LAYOUT_LINE.match(line))]
+        if not is_layout or len(rows) < 2:
+            out += block
+            continue
+        gap = min(len(row["gap"]) for row in rows)  # the block's narrowest gap stays
+        end = max(
+            *(len(row["path"]) + len(row["gap"]) + len(row["count"]) for row in rows),
+            *(len(renamed(row["path"])) + gap + len(row["count"]) for row in rows),
+        )
+        for row in rows:
+            spaces = " " * (end - len(renamed(row["path"])) - len(row["count"]))
+            out.append(f"{row['path']}{spaces}{row['count']}{row['rest']}")
+    return "".join(out)
 
 
 def _wrap_long_imports(text: str, line_length: int) -> str:
@@ -422,7 +453,10 @@ def render(template: Template, answers: Mapping[str, object]) -> dict[str, Entry
         except UnicodeDecodeError:
             text = None  # binary: copied as is
         if text is not None:
-            text = renamed(_configure(path, text, a))
+            text = _configure(path, text, a)
+            if path == "README.md":
+                text = _layout_aligned(text, renamed)
+            text = renamed(text)
             if path.endswith((".py", ".md")):  # ruff formats Markdown's Python blocks too
                 text = _wrap_long_imports(text, line_length)
             data = text.encode("utf-8")

@@ -215,8 +215,27 @@ def check_readme_tells_the_answers(readme: str, answers: dict[str, object]) -> N
     assert (promised in opening) == (logger == "wandb"), opening
     if logger != "wandb":
         assert f"and {LOGGER_NAMES[logger]} logging (Weights & Biases one override away)" in opening
-    # the Quickstart's sample output shows wandb going offline only where a run logs to wandb
+    # the Quickstart's sample output shows wandb going offline only where a run logs to wandb,
+    # and its run id (`v_num`) in the progress bar too
     assert ("\nINFO: wandb: no credentials found" in readme) == (logger == "wandb")
+    assert ("v_num=" in readme) == (logger == "wandb")
+    check_layout_is_aligned(readme)
+    # the Quickstart's `make test` names the rest of what CI runs (.ci/run)
+    (line,) = [x for x in readme.splitlines() if x.startswith("make test ")][:1]
+    assert "CI" in line and "make lint" in line and "make test-slurm" in line, line
+
+
+def check_layout_is_aligned(readme: str) -> None:
+    """The Layout's blocks: each path's line count ends in the block's one column, at least
+    three spaces after the longest path (the package name's length changes the paths)."""
+    row = re.compile(r"^(\S+)( +)(\d+)  ")
+    lines = readme[readme.index("\n## Layout") : readme.index("\n## Bring your own")].splitlines()
+    blocks = [list(g) for k, g in itertools.groupby(lines, key=lambda x: bool(row.match(x))) if k]
+    assert len(blocks) == 2
+    for block in blocks:
+        rows = [row.match(line) for line in block]
+        assert len({m.end(3) for m in rows if m}) == 1, "\n".join(block)
+        assert min(len(m[2]) for m in rows if m) >= 3, "\n".join(block)
 
 
 @pytest.mark.slow
