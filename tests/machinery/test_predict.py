@@ -24,10 +24,12 @@ from .helpers import (
     FAST,
     LOG_DIR_VAR,
     ROOT,
+    SEARCH_MACHINERY_CONFIGS,
     clean_env,
     compose_config,
     run_entry,
 )
+from .zoo.padded import SequenceClassifier, SequenceData
 
 
 class WithItsOwnPredictStep(LitClassifier):
@@ -367,12 +369,16 @@ NON_FINITE[1, 0], NON_FINITE[3, 5] = np.nan, np.inf
             np.zeros((5, 8)),
             r"holds inputs of shape \(5, 8\), where the model takes \(N, 16\) float32",
         ),
-        ("x.npy", NON_FINITE, r"NaN or infinite values in 2 of its 5 inputs \(rows 1, 3, from 0\)"),
+        (
+            "x.npy",
+            NON_FINITE,
+            r"NaN or infinite values in 2 of its 5 inputs, rows 1 and 3 \(counting from 0\),",
+        ),
         ("x.csv", "1,2\n3,nan\n", r"holds inputs of shape \(2, 2\)"),
         (
             "x.csv",
             ",".join(["1"] * 16) + "\n" + ",".join(["1"] * 15 + [""]) + "\n",
-            r"in 1 of its 2 inputs \(rows 1, from 0\)",
+            r"in 1 of its 2 inputs, row 1 \(counting from 0\),",
         ),
         ("x.csv", "a,b\n1,2\n3,x\n", r"row 1, column 1 \(from 0\) is 'x', not a number"),
         ("x.csv", "1,2\n3\n", r"row 1 \(from 0\) has 1 values, row 0 has 2"),
@@ -414,6 +420,107 @@ def test_input_path_typed_with_a_plus_reads_that_file_never_the_split(
     assert len(paragraphs) == 1 and paragraphs[0].startswith("Error: "), result.stderr
     message = " ".join(result.stderr.split())
     assert (
-        f"{tmp_path / 'x.npy'} has NaN or infinite values in 2 of its 5 inputs (rows 1, 3, from 0)"
+        f"{tmp_path / 'x.npy'} has NaN or infinite values in 2 of its 5 inputs, rows 1 and 3 "
+        "(counting from 0),"
     ) in message
     assert not (tmp_path / "out").exists()
+
+
+# -- per-token outputs: sequences padded per batch to other lengths ---------------------------
+
+
+class PerTokenScores(SequenceClassifier):
+    """A score per token of each sequence, as long as its batch is padded (per-token tagging)."""
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self.head(self.embed(batch["tokens"]))[..., 1] * batch["mask"]
+
+
+ZOO_PADDED = [SEARCH_MACHINERY_CONFIGS, "model=zoo_padded", "data=zoo_padded"]
+
+
+@pytest.fixture(scope="module")
+def padded_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The zoo's classifier of padded sequences trained one step in this process."""
+    import lightning as L
+
+    L.seed_everything(0)
+    trainer = L.Trainer(
+        max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(SequenceClassifier(), datamodule=SequenceData())
+    path = tmp_path_factory.mktemp("padded") / "model.ckpt"
+    trainer.save_checkpoint(path)
+    return path
+
+
+def predict_padded(checkpoint: Path, out: Path, *overrides: str) -> list[dict[str, str]]:
+    from my_project.machinery.run.predict import predict
+
+    model = f"model._target_={__name__}.PerTokenScores"
+    cfg = compose_config(
+        [*ZOO_PADDED, model, f"ckpt_path={checkpoint}", *overrides], out, "predict"
+    )
+    return read_csv(predict(cfg))
+
+
+def test_per_token_outputs_of_batches_padded_to_other_lengths_leave_the_rest_empty(
+    padded_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The split's batches, then two files, padded to other lengths: a column per position
+    of the longest, each row's values where its batch had them, empty cells past them."""
+    from torch.utils.data import DataLoader
+
+    from .zoo.padded import pad_collate
+
+    model = PerTokenScores.load_from_checkpoint(padded_checkpoint).eval()
+    data = SequenceData()
+    data.setup("test")
+    batches = list(DataLoader(data.test_set, batch_size=3, collate_fn=pad_collate))
+    lengths = [batch["tokens"].shape[1] for batch in batches]
+    assert lengths[0] != lengths[1]  # padded to other lengths
+    with torch.no_grad():
+        expected = [row.tolist() for b in batches for row in model.predict_step(b, 0)]
+    longest = max(lengths)
+
+    rows = predict_padded(padded_checkpoint, tmp_path / "split", "batch_size=3")
+    assert list(rows[0]) == ["index", *(f"output_{k}" for k in range(longest))]
+    for row, want in zip(rows, expected, strict=True):
+        cells = [row[f"output_{k}"] for k in range(longest)]
+        assert cells[len(want) :] == [""] * (longest - len(want))
+        assert [float(c) for c in cells[: len(want)]] == pytest.approx(want, abs=1e-6)
+
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    for name, batch in (("a.npz", batches[0]), ("b.npz", batches[1])):
+        np.savez(folder / name, tokens=batch["tokens"].numpy(), mask=batch["mask"].numpy())
+    rows = predict_padded(
+        padded_checkpoint, tmp_path / "files", f"input_path={folder}", "batch_size=3"
+    )
+    width = max(lengths[:2])
+    assert [row.pop("file") for row in rows] == ["a.npz"] * 3 + ["b.npz"] * 3
+    assert [list(row.values())[1:] for row in rows] == [
+        [f"{v:.6f}" for v in want] + [""] * (width - len(want)) for want in expected[:6]
+    ]
+
+
+def test_a_value_of_a_file_the_model_refuses_is_one_paragraph_naming_the_file_and_rows(
+    padded_checkpoint: Path, tmp_path: Path
+) -> None:
+    """Token ids past the vocabulary fit every check of shapes and dtypes; the model's
+    embedding refuses them: the file and the rows, what to fix, nothing written."""
+    data = SequenceData()
+    data.setup("test")
+    batch = next(iter(data.test_dataloader()))
+    tokens = batch["tokens"].numpy().copy()
+    tokens[2, 0], tokens[5, 1] = 12, 40  # the vocabulary holds 0 to 11
+    path = tmp_path / "x.npz"
+    np.savez(path, tokens=tokens, mask=batch["mask"].numpy())
+    with pytest.raises(UserError) as refused:
+        predict_padded(padded_checkpoint, tmp_path / "run", f"input_path={path}")
+    assert str(refused.value).startswith(
+        f"{path} holds inputs PerTokenScores cannot take: rows 2 and 5 (counting from 0) "
+        "(IndexError: index out of range in self.) "
+    )
+    assert not (tmp_path / "run" / "predictions.csv").exists()

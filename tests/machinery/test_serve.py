@@ -157,7 +157,12 @@ def test_bad_requests_get_a_4xx_saying_what_was_wrong_and_the_server_goes_on(
     cases = [
         (b"inputs=1", {"Content-Type": "application/x-www-form-urlencoded"}, 422, "JSONDecode"),
         (b"{inputs: [1, 2]}", json_type, 422, "JSONDecodeError"),
-        (nan, json_type, 422, "NaN or infinite values in 1 of its 2 inputs (rows 0, from 0)"),
+        (
+            nan,
+            json_type,
+            422,
+            "NaN or infinite values in 1 of its 2 inputs, row 0 (counting from 0)",
+        ),
         (json.dumps({"inputs": [[1, 2]]}).encode(), json_type, 422, "shape (1, 2), where"),
         (json.dumps({"inputs": [row, row[:3]]}).encode(), json_type, 422, "inhomogeneous"),
         (json.dumps({"inputs": ["a"] * 16}).encode(), json_type, 422, "could not convert string"),
@@ -443,7 +448,7 @@ def test_named_inputs_are_the_keys_the_model_reads_their_sizes_tied_as_in_the_da
         ),
         (
             {"tokens": [[1, 2]], "mask": [[1, float("nan")]]},
-            "NaN or infinite values of `mask` in 1 of",
+            "NaN or infinite values of `mask` in its one input,",
         ),
         ({"tokens": [["a"]], "mask": [[1]]}, "cannot be read as arrays of numbers (ValueError"),
     ],

@@ -254,11 +254,26 @@ def _finite(rows: np.ndarray, of: str) -> None:
         return
     bad = np.flatnonzero(~np.isfinite(rows).all(axis=1)).tolist()
     if bad:
-        shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
+        which = "its one input" if len(rows) == 1 else f"{len(bad)} of its {len(rows)} inputs, "
+        which += "" if len(rows) == 1 else rows_named(bad)
         raise Refused(
-            f"has NaN or infinite values{of} in {len(bad)} of its {len(rows)} inputs (rows "
-            f"{shown}, from 0), for which a model's outputs mean nothing"
+            f"has NaN or infinite values{of} in {which}, for which a model's outputs mean nothing"
         )
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 prediction``, ``2 predictions``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def rows_named(rows: Sequence[int]) -> str:
+    """``row 3 (counting from 0)``, ``rows 1, 3 and 8 (counting from 0)``; the first ten."""
+    shown = [str(row) for row in rows[:10]]
+    if len(rows) == 1:
+        return f"row {shown[0]} (counting from 0)"
+    listed = f"{', '.join(shown[:-1])} and {shown[-1]}" if len(rows) <= 10 else ", ".join(shown)
+    more = f" and {len(rows) - 10} more" if len(rows) > 10 else ""
+    return f"rows {listed}{more} (counting from 0)"
 
 
 def _numbers(given: Any, spec: Spec) -> np.ndarray:
