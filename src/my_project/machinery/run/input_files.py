@@ -70,7 +70,8 @@ def read_inputs(path: Path, signature: Signature) -> Arrays:
     except Refused as error:
         raise UserError(
             f"{path} {error}; pass inputs shaped as the training data's, {signature.shown()}, "
-            "preprocessed as the data module does."
+            "with the values the model takes (predict.py passes the file's values as they are: "
+            "scale or encode them as the data module does first)."
         ) from error
     return arrays
 
