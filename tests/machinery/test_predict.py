@@ -314,7 +314,7 @@ def split_inputs() -> np.ndarray:
 
 
 def test_files_of_new_inputs_get_the_columns_and_values_the_split_gets(
-    one_step_checkpoint: Path, tmp_path: Path
+    one_step_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A .npy file, a .csv file with a header line, one input alone, and a folder of them: the
     split's rows without its targets (a `file` column for a folder), the classifier's rule."""
@@ -340,6 +340,9 @@ def test_files_of_new_inputs_get_the_columns_and_values_the_split_gets(
         one_step_checkpoint, tmp_path / "one", f"input_path={tmp_path / 'one.npy'}"
     )
     assert [{**row, "index": "7"} for row in rows] == [without_target[7]]
+    assert (
+        f"Wrote 1 prediction for input_path={tmp_path / 'one.npy'} to " in capsys.readouterr().out
+    )
     rows = predict_in_process(one_step_checkpoint, tmp_path / "dir", f"input_path={folder}")
     assert [row.pop("file") for row in rows] == ["a.npy"] * 50 + ["b.csv"] * 39
     assert rows == without_target
@@ -381,8 +384,15 @@ NON_FINITE[1, 0], NON_FINITE[3, 5] = np.nan, np.inf
             r"in 1 of its 2 inputs, row 1 \(counting from 0\),",
         ),
         ("x.csv", "a,b\n1,2\n3,x\n", r"row 1, column 1 \(from 0\) is 'x', not a number"),
-        ("x.csv", "1,2\n3\n", r"row 1 \(from 0\) has 1 values, row 0 has 2"),
-        ("x.npy", b"not numpy", r"cannot be read as inputs \(ValueError"),
+        (
+            "x.npy",
+            np.ones((2, 16), dtype=bool),
+            r"holds true or false in the inputs, where the model takes numbers \(float32\)",
+        ),
+        ("x.npy", np.array([[1, 2], [3]], dtype=object), r"holds Python objects, not numbers"),
+        ("x.csv", "1,2\n3\n", r"row 1 \(from 0\) has 1 value, row 0 has 2"),
+        ("x.npy", b"not numpy", r"is not a file `numpy.save` or `numpy.savez` wrote: numpy can"),
+        ("x.npz", b"not numpy", r"only as pickled Python data, and predict.py never unpickles"),
         (
             "x.npz",
             {"a": np.zeros((2, 16)), "b": np.zeros(2)},

@@ -28,6 +28,7 @@ from ..errors import UserError, causes, require_extra
 from . import entry
 from .boundary import describe, teams_bug
 from .checkpoint_config import checkpoint_run
+from .inputs import counted
 from .team_line import team_line
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def export(cfg: DictConfig) -> Path:
         shutil.move(partial, path)
     print(
         f"Wrote {path}: {type(model).__name__}.forward as ONNX, {shown} (any batch size); ONNX "
-        f"Runtime matches PyTorch on the {sum(c.rows for c in calls)} inputs of the {cfg.split} "
+        f"Runtime matches PyTorch on the {counted(sum(c.rows for c in calls), 'input')} of the {cfg.split} "
         f"split of its data, max abs difference {difference:.3g}."
     )
     return path

@@ -280,6 +280,12 @@ def _numbers(given: Any, spec: Spec) -> np.ndarray:
     """``given`` as an array of ``spec``'s dtype; whole numbers only for an integer dtype."""
     import numpy as np
 
+    where = f"`{spec.name}`" if spec.name else "the inputs"
+    if np.dtype(spec.dtype).kind != "b" and _holds_booleans(given):
+        raise Refused(  # numpy would read them as 1 and 0, silently
+            f"holds true or false in {where}, where the model takes numbers ({spec.dtype}); "
+            "send the numbers the data gives the model (1 and 0, if that is what they mean)"
+        )
     try:
         array = np.asarray(given, dtype=np.float64)
     except (ValueError, TypeError) as error:
@@ -287,9 +293,24 @@ def _numbers(given: Any, spec: Spec) -> np.ndarray:
     if np.dtype(spec.dtype).kind in "iub":
         whole = np.isfinite(array) & (array == np.round(array))
         if not whole.all():
-            where = f"`{spec.name}`" if spec.name else "the inputs"
             raise Refused(f"holds values of {where} that are not whole numbers ({spec.dtype})")
     return array.astype(spec.dtype, copy=False)
+
+
+def _holds_booleans(given: Any) -> bool:
+    """Whether ``given`` (JSON's nested lists, or an array of a file) holds a true or false."""
+    import numpy as np
+
+    if isinstance(given, np.ndarray):
+        return given.dtype.kind == "b"
+    pending = [given]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, (bool, np.bool_)):
+            return True
+        if isinstance(value, (list, tuple)):
+            pending.extend(value)
+    return False
 
 
 def said(error: BaseException) -> str:

@@ -371,8 +371,9 @@ def prediction_columns(outputs: Sequence[Any], task: str | None = None) -> Table
     table = columns({key: [out[key] for out in named] for key in named[0]})
     lengths = {key: len(values) for key, values in table.items()}
     if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"{key}: {counted(n, 'row')}" for key, n in lengths.items())
         raise UserError(
-            f"The model's predictions have no row per input ({', '.join(f'{k}: {n} rows' for k, n in lengths.items())}); "
+            f"The model's predictions have no row per input ({shown}); "
             "return a tensor, a tuple or a dict of tensors with a row per input from `predict_step`."
         )
     return table
