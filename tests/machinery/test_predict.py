@@ -530,7 +530,8 @@ def test_a_value_of_a_file_the_model_refuses_is_one_paragraph_naming_the_file_an
     with pytest.raises(UserError) as refused:
         predict_padded(padded_checkpoint, tmp_path / "run", f"input_path={path}")
     assert str(refused.value).startswith(
-        f"{path} holds inputs PerTokenScores cannot take: rows 2 and 5 (counting from 0) "
-        "(IndexError: index out of range in self.) "
+        f"{path} holds inputs PerTokenScores cannot take, rows 2 and 5 (counting from 0): "
+        "IndexError: index out of range in self. predict.py passes a file's values to the model "
+        "as they are"
     )
     assert not (tmp_path / "run" / "predictions.csv").exists()

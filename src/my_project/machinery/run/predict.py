@@ -155,13 +155,13 @@ def refused_inputs(
     piece = next(failed, None)
     name = type(model).__name__
     advice = (
-        "Pass values the model takes, made as the data module makes them (token ids within "
-        "its vocabulary, say)."
+        "predict.py passes a file's values to the model as they are: pass the values the data "
+        "module gives it (token ids within its vocabulary, say)."
     )
     if piece is None:  # it failed in the loop, but answers each batch alone
         return UserError(
-            f"{name} fails on the inputs of {', '.join(sorted({str(p.file) for p in pieces}))} "
-            f"({describe(error)}) {advice}"
+            f"{name} fails on the inputs of {', '.join(sorted({str(p.file) for p in pieces}))}: "
+            f"{describe(error)} {advice}"
         )
     count = samples_in(piece.arrays)
     alone = [
@@ -177,7 +177,7 @@ def refused_inputs(
         else f"rows {piece.start} to {piece.start + count - 1} taken together (counting from 0)"
     )
     return UserError(
-        f"{piece.file} holds inputs {name} cannot take: {where} ({describe(error)}) {advice}"
+        f"{piece.file} holds inputs {name} cannot take, {where}: {describe(error)} {advice}"
     )
 
 
