@@ -234,6 +234,56 @@ def test_per_token_outputs_are_exported_with_the_length_free_and_named(tmp_path:
         assert tags.shape == (2, length, 3) and np.abs(tags - expected).max() <= 1e-5
 
 
+@pytest.mark.parametrize(
+    ("b_lengths", "names"),
+    [
+        ((5, 3), ["batch", "length", "batch", "length", "batch", 4, "c_dim2"]),
+        ((6, 3), ["batch", "a_length", "batch", "b_length", "batch", 4, "c_dim2"]),
+    ],
+)
+def test_free_sizes_are_named_length_where_the_datas_are_equal_else_by_input(
+    tmp_path: Path, b_lengths: tuple[int, int], names: list[Any]
+) -> None:
+    """Padded lengths equal in every batch of the data share `length`; others are named after
+    their input; the outputs take the names shape inference carries to them."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from my_project.machinery.run.export import name_sizes
+
+    shapes = {"a": ["batch", "s1"], "b": ["batch", "s2"], "c": ["batch", 4, "s3"]}
+    graph = helper.make_graph(
+        [helper.make_node("Identity", [name], [f"{name}_out"]) for name in shapes],
+        "free",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n, shape in shapes.items()],
+        [helper.make_tensor_value_info(f"{n}_out", TensorProto.FLOAT, None) for n in shapes],
+    )
+    path = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    calls = [
+        Call(
+            (),
+            {},
+            tensors={"a": torch.zeros(2, a), "b": torch.zeros(2, b), "c": torch.zeros(2, 4, 3)},
+        )
+        for a, b in zip((5, 3), b_lengths, strict=True)
+    ]
+    name_sizes(path, calls)
+    model = onnx.load(str(path))
+    sizes = [
+        size.dim_param or size.dim_value
+        for value in model.graph.input
+        for size in value.type.tensor_type.shape.dim
+    ]
+    assert sizes == names
+    outputs = [
+        size.dim_param or size.dim_value
+        for value in model.graph.output
+        for size in value.type.tensor_type.shape.dim
+    ]
+    assert outputs == names
+
+
 def test_a_tuple_output_is_exported_an_output_each(tmp_path: Path) -> None:
     from .zoo.heteroscedastic import HeteroscedasticRegressor
 
