@@ -162,6 +162,24 @@ def test_predictions_become_columns_for_any_shape() -> None:
         prediction_columns([(torch.zeros(3), torch.zeros(2))])
 
 
+def test_outputs_padded_to_other_sizes_keep_each_position_in_one_column() -> None:
+    """Scores of shape (N, C, L), L padded per batch: a column per (c, l) of the largest L, so
+    `output_<k>` means the same position in every row; the positions a batch lacks are empty."""
+    short = torch.arange(8.0).reshape(2, 2, 2)  # 2 rows, 2 classes, length 2
+    long = torch.arange(100.0, 106.0).reshape(1, 2, 3)  # 1 row, length 3
+    table = prediction_columns([short, long])
+    assert list(table) == [f"output_{k}" for k in range(6)]
+    columns = [
+        list(column) if isinstance(column, list) else column.tolist() for column in table.values()
+    ]
+    rows = [list(row) for row in zip(*columns, strict=True)]
+    assert rows == [
+        [0.0, 1.0, None, 2.0, 3.0, None],
+        [4.0, 5.0, None, 6.0, 7.0, None],
+        [100.0, 101.0, 102.0, 103.0, 104.0, 105.0],
+    ]
+
+
 class MultiLabel(torch.nn.Module):
     """A logit per label; ``sigmoid``: sigmoid outputs (probabilities) instead."""
 
