@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime
@@ -182,7 +183,7 @@ def test_named_inputs_are_exported_by_name_with_any_batch_size_and_length(tmp_pa
     difference, shown = check_with_onnxruntime(path, model, calls, atol=1e-5, rtol=1e-4)
     assert (
         difference <= 1e-5
-        and shown == "inputs `tokens` (batch, *) int64, `mask` (batch, *) float32"
+        and shown == "inputs `tokens` (batch, length) int64, `mask` (batch, length) float32"
     )
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     tokens = torch.tensor([[3, 4, 0], [5, 6, 7]])  # 2 sequences padded to 3
@@ -190,6 +191,97 @@ def test_named_inputs_are_exported_by_name_with_any_batch_size_and_length(tmp_pa
     (got,) = session.run(None, {"tokens": tokens.numpy(), "mask": mask.numpy()})
     with torch.no_grad():
         assert np.abs(got - model(tokens, mask).numpy()).max() <= 1e-5
+
+
+def test_per_token_outputs_are_exported_with_the_length_free_and_named(tmp_path: Path) -> None:
+    """A tag's scores per token (a GRU over the padded sequences): the file's inputs and
+    outputs say `batch` and `length`, never torch's symbols nor the traced length, and ONNX
+    Runtime runs two other lengths as PyTorch does."""
+    from .zoo.padded import SequenceClassifier, SequenceData
+
+    class TagsPerToken(SequenceClassifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = torch.nn.GRU(16, 8, batch_first=True, bidirectional=True)
+            self.tags = torch.nn.Linear(16, 3)
+
+        def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+            states, _ = self.rnn(self.embed(tokens))
+            return {"tags": self.tags(states) * mask.unsqueeze(-1), "real": tokens != 0}
+
+        def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> Any:
+            return self(batch["tokens"], batch["mask"])
+
+    torch.manual_seed(0)
+    model, data = TagsPerToken().eval(), SequenceData()
+    data.setup("test")
+    calls = [forward_call(model, b, True, "the test split") for b in data.test_dataloader()]
+    path = tmp_path / "model.onnx"
+    export_onnx(model, calls, path, free_sizes=True)
+    _, shown = check_with_onnxruntime(path, model, calls, atol=1e-5, rtol=1e-4)
+    assert shown == "inputs `tokens` (batch, length) int64, `mask` (batch, length) float32"
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [(o.name, o.shape) for o in session.get_outputs()] == [
+        ("tags", ["batch", "length", 3]),
+        ("real", ["batch", "length"]),
+    ]
+    for length in (3, 12):
+        tokens = torch.randint(1, 12, (2, length))
+        mask = torch.ones(2, length)
+        tags, _ = session.run(None, {"tokens": tokens.numpy(), "mask": mask.numpy()})
+        with torch.no_grad():
+            expected = model(tokens, mask)["tags"].numpy()
+        assert tags.shape == (2, length, 3) and np.abs(tags - expected).max() <= 1e-5
+
+
+@pytest.mark.parametrize(
+    ("b_lengths", "names"),
+    [
+        ((5, 3), ["batch", "length", "batch", "length", "batch", 4, "c_dim2"]),
+        ((6, 3), ["batch", "a_length", "batch", "b_length", "batch", 4, "c_dim2"]),
+    ],
+)
+def test_free_sizes_are_named_length_where_the_datas_are_equal_else_by_input(
+    tmp_path: Path, b_lengths: tuple[int, int], names: list[Any]
+) -> None:
+    """Padded lengths equal in every batch of the data share `length`; others are named after
+    their input; the outputs take the names shape inference carries to them."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from my_project.machinery.run.export import name_sizes
+
+    shapes = {"a": ["batch", "s1"], "b": ["batch", "s2"], "c": ["batch", 4, "s3"]}
+    graph = helper.make_graph(
+        [helper.make_node("Identity", [name], [f"{name}_out"]) for name in shapes],
+        "free",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n, shape in shapes.items()],
+        [helper.make_tensor_value_info(f"{n}_out", TensorProto.FLOAT, None) for n in shapes],
+    )
+    path = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    calls = [
+        Call(
+            (),
+            {},
+            tensors={"a": torch.zeros(2, a), "b": torch.zeros(2, b), "c": torch.zeros(2, 4, 3)},
+        )
+        for a, b in zip((5, 3), b_lengths, strict=True)
+    ]
+    name_sizes(path, calls)
+    model = onnx.load(str(path))
+    sizes = [
+        size.dim_param or size.dim_value
+        for value in model.graph.input
+        for size in value.type.tensor_type.shape.dim
+    ]
+    assert sizes == names
+    outputs = [
+        size.dim_param or size.dim_value
+        for value in model.graph.output
+        for size in value.type.tensor_type.shape.dim
+    ]
+    assert outputs == names
 
 
 def test_a_tuple_output_is_exported_an_output_each(tmp_path: Path) -> None:
@@ -246,7 +338,7 @@ def test_a_forward_of_the_dict_batch_is_exported_an_input_per_key(tmp_path: Path
     assert list(calls[0].tensors) == ["tokens", "mask", "label"]
     export_onnx(model, calls, tmp_path / "model.onnx", free_sizes=True)
     difference, shown = check_with_onnxruntime(tmp_path / "model.onnx", model, calls, 1e-5, 1e-4)
-    assert difference <= 1e-5 and shown.startswith("inputs `tokens` (batch, *) int64, `mask` ")
+    assert difference <= 1e-5 and shown.startswith("inputs `tokens` (batch, length) int64, `mask` ")
 
 
 def test_a_predict_step_calling_self_forward_gives_forwards_arguments() -> None:

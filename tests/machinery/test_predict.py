@@ -24,10 +24,12 @@ from .helpers import (
     FAST,
     LOG_DIR_VAR,
     ROOT,
+    SEARCH_MACHINERY_CONFIGS,
     clean_env,
     compose_config,
     run_entry,
 )
+from .zoo.padded import SequenceClassifier, SequenceData
 
 
 class WithItsOwnPredictStep(LitClassifier):
@@ -158,6 +160,24 @@ def test_predictions_become_columns_for_any_shape() -> None:
         prediction_columns([(torch.zeros(2), None)])
     with pytest.raises(UserError, match=r"no row per input \(output_0: 3 rows, output_1: 2 rows"):
         prediction_columns([(torch.zeros(3), torch.zeros(2))])
+
+
+def test_outputs_padded_to_other_sizes_keep_each_position_in_one_column() -> None:
+    """Scores of shape (N, C, L), L padded per batch: a column per (c, l) of the largest L, so
+    `output_<k>` means the same position in every row; the positions a batch lacks are empty."""
+    short = torch.arange(8.0).reshape(2, 2, 2)  # 2 rows, 2 classes, length 2
+    long = torch.arange(100.0, 106.0).reshape(1, 2, 3)  # 1 row, length 3
+    table = prediction_columns([short, long])
+    assert list(table) == [f"output_{k}" for k in range(6)]
+    columns = [
+        list(column) if isinstance(column, list) else column.tolist() for column in table.values()
+    ]
+    rows = [list(row) for row in zip(*columns, strict=True)]
+    assert rows == [
+        [0.0, 1.0, None, 2.0, 3.0, None],
+        [4.0, 5.0, None, 6.0, 7.0, None],
+        [100.0, 101.0, 102.0, 103.0, 104.0, 105.0],
+    ]
 
 
 class MultiLabel(torch.nn.Module):
@@ -312,7 +332,7 @@ def split_inputs() -> np.ndarray:
 
 
 def test_files_of_new_inputs_get_the_columns_and_values_the_split_gets(
-    one_step_checkpoint: Path, tmp_path: Path
+    one_step_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A .npy file, a .csv file with a header line, one input alone, and a folder of them: the
     split's rows without its targets (a `file` column for a folder), the classifier's rule."""
@@ -338,6 +358,9 @@ def test_files_of_new_inputs_get_the_columns_and_values_the_split_gets(
         one_step_checkpoint, tmp_path / "one", f"input_path={tmp_path / 'one.npy'}"
     )
     assert [{**row, "index": "7"} for row in rows] == [without_target[7]]
+    assert (
+        f"Wrote 1 prediction for input_path={tmp_path / 'one.npy'} to " in capsys.readouterr().out
+    )
     rows = predict_in_process(one_step_checkpoint, tmp_path / "dir", f"input_path={folder}")
     assert [row.pop("file") for row in rows] == ["a.npy"] * 50 + ["b.csv"] * 39
     assert rows == without_target
@@ -367,16 +390,27 @@ NON_FINITE[1, 0], NON_FINITE[3, 5] = np.nan, np.inf
             np.zeros((5, 8)),
             r"holds inputs of shape \(5, 8\), where the model takes \(N, 16\) float32",
         ),
-        ("x.npy", NON_FINITE, r"NaN or infinite values in 2 of its 5 inputs \(rows 1, 3, from 0\)"),
+        (
+            "x.npy",
+            NON_FINITE,
+            r"NaN or infinite values in 2 of its 5 inputs, rows 1 and 3 \(counting from 0\),",
+        ),
         ("x.csv", "1,2\n3,nan\n", r"holds inputs of shape \(2, 2\)"),
         (
             "x.csv",
             ",".join(["1"] * 16) + "\n" + ",".join(["1"] * 15 + [""]) + "\n",
-            r"in 1 of its 2 inputs \(rows 1, from 0\)",
+            r"in 1 of its 2 inputs, row 1 \(counting from 0\),",
         ),
         ("x.csv", "a,b\n1,2\n3,x\n", r"row 1, column 1 \(from 0\) is 'x', not a number"),
-        ("x.csv", "1,2\n3\n", r"row 1 \(from 0\) has 1 values, row 0 has 2"),
-        ("x.npy", b"not numpy", r"cannot be read as inputs \(ValueError"),
+        (
+            "x.npy",
+            np.ones((2, 16), dtype=bool),
+            r"holds true or false in the inputs, where the model takes numbers \(float32\)",
+        ),
+        ("x.npy", np.array([[1, 2], [3]], dtype=object), r"holds Python objects, not numbers"),
+        ("x.csv", "1,2\n3\n", r"row 1 \(from 0\) has 1 value, row 0 has 2"),
+        ("x.npy", b"not numpy", r"is not a file `numpy.save` or `numpy.savez` wrote: numpy can"),
+        ("x.npz", b"not numpy", r"only as pickled Python data, and predict.py never unpickles"),
         (
             "x.npz",
             {"a": np.zeros((2, 16)), "b": np.zeros(2)},
@@ -414,6 +448,108 @@ def test_input_path_typed_with_a_plus_reads_that_file_never_the_split(
     assert len(paragraphs) == 1 and paragraphs[0].startswith("Error: "), result.stderr
     message = " ".join(result.stderr.split())
     assert (
-        f"{tmp_path / 'x.npy'} has NaN or infinite values in 2 of its 5 inputs (rows 1, 3, from 0)"
+        f"{tmp_path / 'x.npy'} has NaN or infinite values in 2 of its 5 inputs, rows 1 and 3 "
+        "(counting from 0),"
     ) in message
     assert not (tmp_path / "out").exists()
+
+
+# -- per-token outputs: sequences padded per batch to other lengths ---------------------------
+
+
+class PerTokenScores(SequenceClassifier):
+    """A score per token of each sequence, as long as its batch is padded (per-token tagging)."""
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self.head(self.embed(batch["tokens"]))[..., 1] * batch["mask"]
+
+
+ZOO_PADDED = [SEARCH_MACHINERY_CONFIGS, "model=zoo_padded", "data=zoo_padded"]
+
+
+@pytest.fixture(scope="module")
+def padded_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The zoo's classifier of padded sequences trained one step in this process."""
+    import lightning as L
+
+    L.seed_everything(0)
+    trainer = L.Trainer(
+        max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(SequenceClassifier(), datamodule=SequenceData())
+    path = tmp_path_factory.mktemp("padded") / "model.ckpt"
+    trainer.save_checkpoint(path)
+    return path
+
+
+def predict_padded(checkpoint: Path, out: Path, *overrides: str) -> list[dict[str, str]]:
+    from my_project.machinery.run.predict import predict
+
+    model = f"model._target_={__name__}.PerTokenScores"
+    cfg = compose_config(
+        [*ZOO_PADDED, model, f"ckpt_path={checkpoint}", *overrides], out, "predict"
+    )
+    return read_csv(predict(cfg))
+
+
+def test_per_token_outputs_of_batches_padded_to_other_lengths_leave_the_rest_empty(
+    padded_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The split's batches, then two files, padded to other lengths: a column per position
+    of the longest, each row's values where its batch had them, empty cells past them."""
+    from torch.utils.data import DataLoader
+
+    from .zoo.padded import pad_collate
+
+    model = PerTokenScores.load_from_checkpoint(padded_checkpoint).eval()
+    data = SequenceData()
+    data.setup("test")
+    batches = list(DataLoader(data.test_set, batch_size=3, collate_fn=pad_collate))
+    lengths = [batch["tokens"].shape[1] for batch in batches]
+    assert lengths[0] != lengths[1]  # padded to other lengths
+    with torch.no_grad():
+        expected = [row.tolist() for b in batches for row in model.predict_step(b, 0)]
+    longest = max(lengths)
+
+    rows = predict_padded(padded_checkpoint, tmp_path / "split", "batch_size=3")
+    assert list(rows[0]) == ["index", *(f"output_{k}" for k in range(longest))]
+    for row, want in zip(rows, expected, strict=True):
+        cells = [row[f"output_{k}"] for k in range(longest)]
+        assert cells[len(want) :] == [""] * (longest - len(want))
+        assert [float(c) for c in cells[: len(want)]] == pytest.approx(want, abs=1e-6)
+
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    for name, batch in (("a.npz", batches[0]), ("b.npz", batches[1])):
+        np.savez(folder / name, tokens=batch["tokens"].numpy(), mask=batch["mask"].numpy())
+    rows = predict_padded(
+        padded_checkpoint, tmp_path / "files", f"input_path={folder}", "batch_size=3"
+    )
+    width = max(lengths[:2])
+    assert [row.pop("file") for row in rows] == ["a.npz"] * 3 + ["b.npz"] * 3
+    assert [list(row.values())[1:] for row in rows] == [
+        [f"{v:.6f}" for v in want] + [""] * (width - len(want)) for want in expected[:6]
+    ]
+
+
+def test_a_value_of_a_file_the_model_refuses_is_one_paragraph_naming_the_file_and_rows(
+    padded_checkpoint: Path, tmp_path: Path
+) -> None:
+    """Token ids past the vocabulary fit every check of shapes and dtypes; the model's
+    embedding refuses them: the file and the rows, what to fix, nothing written."""
+    data = SequenceData()
+    data.setup("test")
+    batch = next(iter(data.test_dataloader()))
+    tokens = batch["tokens"].numpy().copy()
+    tokens[2, 0], tokens[5, 1] = 12, 40  # the vocabulary holds 0 to 11
+    path = tmp_path / "x.npz"
+    np.savez(path, tokens=tokens, mask=batch["mask"].numpy())
+    with pytest.raises(UserError) as refused:
+        predict_padded(padded_checkpoint, tmp_path / "run", f"input_path={path}")
+    assert str(refused.value).startswith(
+        f"{path} holds inputs PerTokenScores cannot take, rows 2 and 5 (counting from 0): "
+        "IndexError: index out of range in self. predict.py passes a file's values to the model "
+        "as they are"
+    )
+    assert not (tmp_path / "run" / "predictions.csv").exists()

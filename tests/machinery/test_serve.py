@@ -157,7 +157,12 @@ def test_bad_requests_get_a_4xx_saying_what_was_wrong_and_the_server_goes_on(
     cases = [
         (b"inputs=1", {"Content-Type": "application/x-www-form-urlencoded"}, 422, "JSONDecode"),
         (b"{inputs: [1, 2]}", json_type, 422, "JSONDecodeError"),
-        (nan, json_type, 422, "NaN or infinite values in 1 of its 2 inputs (rows 0, from 0)"),
+        (
+            nan,
+            json_type,
+            422,
+            "NaN or infinite values in 1 of its 2 inputs, row 0 (counting from 0)",
+        ),
         (json.dumps({"inputs": [[1, 2]]}).encode(), json_type, 422, "shape (1, 2), where"),
         (json.dumps({"inputs": [row, row[:3]]}).encode(), json_type, 422, "inhomogeneous"),
         (json.dumps({"inputs": ["a"] * 16}).encode(), json_type, 422, "could not convert string"),
@@ -331,12 +336,16 @@ def docs_style_signature(shape: tuple[int, ...] = (16,)) -> Signature:
 
 
 def test_a_request_is_checked_as_predict_py_checks_a_file() -> None:
+    from fastapi import HTTPException
+
     one = np.zeros((8, 8)).tolist()
     signature = docs_style_signature((1, 8, 8))
     inputs, single = request_inputs(json.dumps({"inputs": one}).encode(), signature)
     assert inputs[""].shape == (1, 1, 8, 8) and single  # (H, W) for one channel, as in a file
     inputs, single = request_inputs({"inputs": np.zeros((5, 8, 8)).tolist()}, signature)
     assert inputs[""].shape == (5, 1, 8, 8) and inputs[""].dtype == np.float32 and not single
+    with pytest.raises(HTTPException, match=r"holds true or false in the inputs, where the"):
+        request_inputs({"inputs": [[True] + [0.5] * 15]}, docs_style_signature())
 
 
 def test_a_module_that_answers_with_a_tuple_of_none_is_refused_at_start() -> None:
@@ -443,9 +452,13 @@ def test_named_inputs_are_the_keys_the_model_reads_their_sizes_tied_as_in_the_da
         ),
         (
             {"tokens": [[1, 2]], "mask": [[1, float("nan")]]},
-            "NaN or infinite values of `mask` in 1 of",
+            "NaN or infinite values of `mask` in its one input,",
         ),
         ({"tokens": [["a"]], "mask": [[1]]}, "cannot be read as arrays of numbers (ValueError"),
+        (
+            {"tokens": [[1, 2]], "mask": [[1, True]]},
+            "holds true or false in `mask`, where the model takes numbers (float32); send",
+        ),
     ],
 )
 def test_a_request_of_named_inputs_that_does_not_fit_is_one_sentence(

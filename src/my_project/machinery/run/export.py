@@ -28,6 +28,7 @@ from ..errors import UserError, causes, require_extra
 from . import entry
 from .boundary import describe, teams_bug
 from .checkpoint_config import checkpoint_run
+from .inputs import counted
 from .team_line import team_line
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def export(cfg: DictConfig) -> Path:
         shutil.move(partial, path)
     print(
         f"Wrote {path}: {type(model).__name__}.forward as ONNX, {shown} (any batch size); ONNX "
-        f"Runtime matches PyTorch on the {sum(c.rows for c in calls)} inputs of the {cfg.split} "
+        f"Runtime matches PyTorch on the {counted(sum(c.rows for c in calls), 'input')} of the {cfg.split} "
         f"split of its data, max abs difference {difference:.3g}."
     )
     return path
@@ -200,6 +201,57 @@ def export_onnx(model: Any, calls: list[Call], path: Path, free_sizes: bool = Fa
                 ) from error
     finally:
         logging.disable(logging.NOTSET)
+    name_sizes(path, calls)
+
+
+def name_sizes(path: Path, calls: list[Call]) -> None:
+    """Name the free sizes of the file's inputs for torch's symbols (``s70``): ``batch``;
+    ``length`` for the size past it (the padded length: one name for the inputs whose sizes
+    there are equal in every batch of the data, ``<input>_length`` where they differ);
+    ``<input>_dim<k>`` further. Then give each output the shape ONNX's own shape inference
+    finds from them, and leave the file no other shapes (ONNX Runtime infers its own).
+    Written because torch's exporter can declare an output's free length as the fixed one it
+    traced (a GRU's outputs of ``(batch, 6, 5)`` for inputs of any length): ONNX Runtime then
+    runs other lengths, but warns, and a reader of the file is told it takes one length."""
+    import onnx
+    from onnx import shape_inference
+
+    model = onnx.load(str(path))
+    free = [
+        (value.name, k, size)
+        for value in model.graph.input
+        for k, size in enumerate(value.type.tensor_type.shape.dim)
+        if size.dim_param and size.dim_param != "batch"
+    ]
+
+    def seen(name: str, k: int) -> tuple[int, ...]:  # the sizes of the data's batches
+        return tuple(int(call.tensors[name].shape[k]) for call in calls)
+
+    lengths = {seen(name, k) for name, k, _ in free if k == 1}
+    named: dict[tuple[int, tuple[int, ...]], str] = {}
+    for name, k, size in free:
+        length = "length" if len(lengths) == 1 else f"{name}_length"
+        size.dim_param = named.setdefault(
+            (k, seen(name, k)), length if k == 1 else f"{name}_dim{k}"
+        )
+    given = {size.dim_param for _, _, size in free} | {"batch"}
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
+    del bare.graph.value_info[:]
+    for output in bare.graph.output:
+        output.type.tensor_type.ClearField("shape")
+    try:
+        inferred = shape_inference.infer_shapes(bare, data_prop=True).graph.output
+    except Exception:  # shape inference is a help only: the exporter's shapes then stay
+        inferred = model.graph.output
+    del model.graph.value_info[:]
+    for output, found in zip(model.graph.output, inferred, strict=True):
+        if found.type.tensor_type.HasField("shape"):
+            output.type.tensor_type.shape.CopyFrom(found.type.tensor_type.shape)
+        for k, size in enumerate(output.type.tensor_type.shape.dim):
+            if size.dim_param and size.dim_param not in given:  # a size of its own
+                size.dim_param = f"{output.name}_dim{k}"
+    onnx.save(model, str(path))
 
 
 def exported(model: Any, arguments: dict[str, Any], dynamic: dict[str, Any]) -> Any:
@@ -250,11 +302,11 @@ def check_with_onnxruntime(
 
 
 def inputs_shown(session: Any, call: Call) -> str:
-    """``input `input` shaped (batch, 16) float32``, or ``inputs `a` (batch, *) int64, ...``:
-    the file's inputs, a size the file leaves free other than the batch's as ``*``."""
+    """``input `input` shaped (batch, 16) float32``, or ``inputs `a` (batch, length) int64,
+    ...``: the file's inputs, a size the file leaves free by its name (``*`` if it has none)."""
     shown = []
     for spec in session.get_inputs():
-        sizes = [s if isinstance(s, int) or s == "batch" else "*" for s in spec.shape]
+        sizes = [s if isinstance(s, (int, str)) else "*" for s in spec.shape]
         dtype = str(call.tensors[spec.name].dtype).removeprefix("torch.")
         shape = f"({', '.join(map(str, sizes))}{',' * (len(sizes) == 1)})"
         shown.append((spec.name, f"{shape} {dtype}"))

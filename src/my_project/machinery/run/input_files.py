@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from .boundary import describe
-from .inputs import Arrays, Refused, Signature
+from .inputs import Arrays, Refused, Signature, counted
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,11 +58,26 @@ def read_inputs(path: Path, signature: Signature) -> Arrays:
                 given = {name: archive[name] for name in archive.files}
         else:
             given = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        raise UserError(
-            f"{path} cannot be read as inputs ({describe(error)}) Save them with `numpy.save`, "
-            "`numpy.savez` (named arrays) or as a .csv file of a row per input."
+    except ValueError as error:
+        if "allow_pickle" not in str(error):
+            raise UserError(unreadable(path, error)) from error
+        if "Object arrays" not in str(error):  # not numpy's format: pickled data, or noise
+            raise UserError(
+                f"{path} is not a file `numpy.save` or `numpy.savez` wrote: numpy can read it "
+                "only as pickled Python data, and predict.py never unpickles a file (that could "
+                "run code in it). "
+                "Save the inputs with `numpy.save`, `numpy.savez` (named arrays) or as a .csv "
+                "file of a row per input."
+            ) from error
+        raise UserError(  # numpy's advice, allow_pickle=True, would run code the file holds
+            f"{path} holds Python objects, not numbers (an array of dtype object: sequences of "
+            "different lengths, strings or None), and predict.py reads numbers only, never "
+            "unpickling a file. Save an array of numbers instead: pad sequences to one length "
+            "(as the data module pads them), turn text into the ids the model takes, then "
+            "`numpy.save(path, numpy.asarray(values, dtype=numpy.int64))` (or float32)."
         ) from error
+    except (OSError, EOFError, zipfile.BadZipFile) as error:
+        raise UserError(unreadable(path, error)) from error
     if not signature.named:
         given = one_array(given, signature, path)
     try:
@@ -70,9 +85,18 @@ def read_inputs(path: Path, signature: Signature) -> Arrays:
     except Refused as error:
         raise UserError(
             f"{path} {error}; pass inputs shaped as the training data's, {signature.shown()}, "
-            "preprocessed as the data module does."
+            "with the values the model takes (predict.py passes the file's values as they are: "
+            "scale or encode them as the data module does first)."
         ) from error
     return arrays
+
+
+def unreadable(path: Path, error: BaseException) -> str:
+    """The paragraph for a file numpy or the .csv reader cannot read."""
+    return (
+        f"{path} cannot be read as inputs ({describe(error)}) Save them with `numpy.save`, "
+        "`numpy.savez` (named arrays) or as a .csv file of a row per input."
+    )
 
 
 def one_array(given: Any, signature: Signature, path: Path) -> Any:
@@ -109,7 +133,9 @@ def csv_rows(path: Path) -> np.ndarray:
     width = len(lines[0])
     for row, line in enumerate(lines):
         if len(line) != width:
-            raise ValueError(f"row {row} (from 0) has {len(line)} values, row 0 has {width}")
+            raise ValueError(
+                f"row {row} (from 0) has {counted(len(line), 'value')}, row 0 has {width}"
+            )
         for column, cell in enumerate(line):
             if _number(cell) is None:
                 raise ValueError(f"row {row}, column {column} (from 0) is {cell!r}, not a number")

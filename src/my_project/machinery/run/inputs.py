@@ -254,17 +254,38 @@ def _finite(rows: np.ndarray, of: str) -> None:
         return
     bad = np.flatnonzero(~np.isfinite(rows).all(axis=1)).tolist()
     if bad:
-        shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
+        which = "its one input" if len(rows) == 1 else f"{len(bad)} of its {len(rows)} inputs, "
+        which += "" if len(rows) == 1 else rows_named(bad)
         raise Refused(
-            f"has NaN or infinite values{of} in {len(bad)} of its {len(rows)} inputs (rows "
-            f"{shown}, from 0), for which a model's outputs mean nothing"
+            f"has NaN or infinite values{of} in {which}, for which a model's outputs mean nothing"
         )
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 prediction``, ``2 predictions``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def rows_named(rows: Sequence[int]) -> str:
+    """``row 3 (counting from 0)``, ``rows 1, 3 and 8 (counting from 0)``; the first ten."""
+    shown = [str(row) for row in rows[:10]]
+    if len(rows) == 1:
+        return f"row {shown[0]} (counting from 0)"
+    listed = f"{', '.join(shown[:-1])} and {shown[-1]}" if len(rows) <= 10 else ", ".join(shown)
+    more = f" and {len(rows) - 10} more" if len(rows) > 10 else ""
+    return f"rows {listed}{more} (counting from 0)"
 
 
 def _numbers(given: Any, spec: Spec) -> np.ndarray:
     """``given`` as an array of ``spec``'s dtype; whole numbers only for an integer dtype."""
     import numpy as np
 
+    where = f"`{spec.name}`" if spec.name else "the inputs"
+    if np.dtype(spec.dtype).kind != "b" and _holds_booleans(given):
+        raise Refused(  # numpy would read them as 1 and 0, silently
+            f"holds true or false in {where}, where the model takes numbers ({spec.dtype}); "
+            "send the numbers the data gives the model (1 and 0, if that is what they mean)"
+        )
     try:
         array = np.asarray(given, dtype=np.float64)
     except (ValueError, TypeError) as error:
@@ -272,9 +293,24 @@ def _numbers(given: Any, spec: Spec) -> np.ndarray:
     if np.dtype(spec.dtype).kind in "iub":
         whole = np.isfinite(array) & (array == np.round(array))
         if not whole.all():
-            where = f"`{spec.name}`" if spec.name else "the inputs"
             raise Refused(f"holds values of {where} that are not whole numbers ({spec.dtype})")
     return array.astype(spec.dtype, copy=False)
+
+
+def _holds_booleans(given: Any) -> bool:
+    """Whether ``given`` (JSON's nested lists, or an array of a file) holds a true or false."""
+    import numpy as np
+
+    if isinstance(given, np.ndarray):
+        return given.dtype.kind == "b"
+    pending = [given]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, (bool, np.bool_)):
+            return True
+        if isinstance(value, (list, tuple)):
+            pending.extend(value)
+    return False
 
 
 def said(error: BaseException) -> str:

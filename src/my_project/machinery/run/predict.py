@@ -6,13 +6,17 @@ inputs through ``forward``, a classifier's outputs (scores against class indices
 against 0/1 targets, a value per label against 0/1 targets of shape (N, L)) as its class or
 labels, ``prediction``, and ``prob``, its probabilities. A tensor, a tuple (``output_<k>``) or
 a dict of tensors a batch becomes a column group per output (``<name>_<k>`` for several values),
-after ``target`` and, for several loaders, ``dataloader`` (``file`` for a folder of files).
+after ``target`` and, for several loaders, ``dataloader`` (``file`` for a folder of files);
+outputs of batches padded to other lengths leave the cells past a batch's own length empty.
+A value of a file the model fails on, where the rule of `run/boundary.py` says the inputs
+explain it (a token id past the vocabulary), is one paragraph naming the file and its rows.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +27,23 @@ from . import entry
 from .boundary import describe, teams_bug
 from .checkpoint_config import checkpoint_run
 from .input_files import input_files, read_inputs
-from .inputs import Refused, Signature, chunks, inputs_of, samples_in, signature_of
+from .inputs import (
+    Arrays,
+    Refused,
+    Signature,
+    call_model,
+    chunks,
+    counted,
+    inputs_of,
+    rows_named,
+    samples_in,
+    signature_of,
+)
 
 if TYPE_CHECKING:
     from torch import Tensor
+
+Table = dict[str, "Tensor | list[Any]"]  # the CSV's columns: tensors, or lists with empty cells
 
 
 def predict(cfg: DictConfig) -> Path:
@@ -48,13 +65,18 @@ def predict(cfg: DictConfig) -> Path:
     loaders, first = split_loaders(cfg, model)
     task = None if own else classifier_of(model, first)
     given = cfg.get("input_path")
+    pieces: list[Piece] = []
     if given:  # the files' inputs, checked as the data's, in batches shaped as the data's
         source = f"input_path={given}"
         signature = signature_for(model, loaders, own, source)
         files = {file: read_inputs(file, signature) for file in input_files(str(given))}
         size = int(cfg.batch_size)
-        made = [signature.batch(part) for arrays in files.values() for part in chunks(arrays, size)]
-        batches = [Batches(made, whole=own, targets=False)]
+        pieces = [
+            Piece(file, start, part)
+            for file, arrays in files.items()
+            for start, part in zip(itertools.count(0, size), chunks(arrays, size), strict=False)
+        ]
+        batches = [Batches([signature.batch(p.arrays) for p in pieces], whole=own, targets=False)]
     else:
         source = f"the {cfg.split} split"
         batches = [Batches(loader, whole=own) for loader in loaders]
@@ -70,6 +92,8 @@ def predict(cfg: DictConfig) -> Path:
     try:  # run
         outputs = trainer.predict(model, dataloaders=batches)
     except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as error:
+        if given and teams_bug(error, inputs_given=True) is None and takes(model, own, first):
+            raise refused_inputs(model, own, signature, pieces, batches[0], error) from error
         if own or teams_bug(error, inputs_given=True) is not None:
             raise  # its own predict_step, or a bug of its forward: its traceback
         raise cannot_take(model, source, error) from error
@@ -77,20 +101,84 @@ def predict(cfg: DictConfig) -> Path:
     predicted = prediction_columns([out for outs in per_loader for out in outs or []], task)
     count = len(next(iter(predicted.values())))
     seen = [t for b in batches for t in b.targets]
-    table: dict[str, Any] = {}
-    if seen and all(isinstance(t, torch.Tensor) for t in seen):
-        target = torch.cat([_rows(t) for t in seen])
-        table["target"] = target.long() if task is not None else target
+    table: Table = {}
+    if seen and all(isinstance(t, torch.Tensor) for t in seen):  # padded per batch, maybe
+        table |= columns({"target": [t.long() if task is not None else t for t in seen]})
     if len(batches) > 1:
         table["dataloader"] = torch.cat([torch.full((b.rows,), i) for i, b in enumerate(batches)])
-    table = {k: v for k, v in columns(table).items() if len(v) == count}
+    table = {k: v for k, v in table.items() if len(v) == count}
     if given and Path(str(given)).is_dir():  # which file each row is of
         table["file"] = [
             file.name for file, arrays in files.items() for _ in range(samples_in(arrays))
         ]
     write_predictions({**table, **predicted}, path)
-    print(f"Wrote {count} predictions for {source} to {path}{score(predicted, table)}")
+    print(f"Wrote {counted(count, 'prediction')} for {source} to {path}{score(predicted, table)}")
     return path
+
+
+@dataclass(frozen=True)
+class Piece:
+    """The inputs of one batch made from a file: the file, its first row's number, the arrays."""
+
+    file: Path
+    start: int
+    arrays: Arrays
+
+
+def takes(model: Any, own: bool, batch: Any) -> bool:
+    """Whether the model answers ``batch`` (on its device, as predict.py's loop calls it)."""
+    import torch
+    from lightning.fabric.utilities.apply_func import move_data_to_device
+
+    try:
+        with torch.no_grad():
+            call_model(model.eval(), move_data_to_device(batch, model.device), own)
+    except (RuntimeError, TypeError, ValueError, IndexError, KeyError):
+        return False
+    return True
+
+
+def refused_inputs(
+    model: Any,
+    own: bool,
+    signature: Signature,
+    pieces: Sequence[Piece],
+    batches: Batches,
+    error: BaseException,
+) -> UserError:
+    """The paragraph for inputs of a file that the model fails on, where its values explain the
+    failure (the rule of `run/boundary.py`) and the model answers its data's own batch: the
+    file and the rows it fails on alone (of the first 1,000 of the batch), else the batch's."""
+    done = batches.yielded  # the batch that failed is among the last ones fetched, or earlier
+    order = [*range(max(0, done - 2), done), *range(max(0, done - 2))]
+    failed = (pieces[i] for i in order if not takes(model, own, signature.batch(pieces[i].arrays)))
+    piece = next(failed, None)
+    name = type(model).__name__
+    advice = (
+        "predict.py passes a file's values to the model as they are: pass the values the data "
+        "module gives it (token ids within its vocabulary, say)."
+    )
+    if piece is None:  # it failed in the loop, but answers each batch alone
+        return UserError(
+            f"{name} fails on the inputs of {', '.join(sorted({str(p.file) for p in pieces}))}: "
+            f"{describe(error)} {advice}"
+        )
+    count = samples_in(piece.arrays)
+    alone = [
+        piece.start + row
+        for row in range(min(count, 1000))
+        if not takes(
+            model, own, signature.batch({k: a[row : row + 1] for k, a in piece.arrays.items()})
+        )
+    ]
+    where = (
+        rows_named(alone)
+        if alone
+        else f"rows {piece.start} to {piece.start + count - 1} taken together (counting from 0)"
+    )
+    return UserError(
+        f"{piece.file} holds inputs {name} cannot take, {where}: {describe(error)} {advice}"
+    )
 
 
 def cannot_take(model: Any, source: str, error: BaseException) -> UserError:
@@ -118,10 +206,15 @@ def signature_for(model: Any, loaders: list[Any], own: bool, source: str) -> Sig
         raise cannot_take(model, source, error) from error
 
 
-def score(predicted: Mapping[str, Tensor], table: Mapping[str, Tensor]) -> str:
-    """`` (accuracy ...)`` or `` (RMSE ...)`` against the split's targets, where they compare."""
+def score(predicted: Table, table: Table) -> str:
+    """`` (accuracy ...)`` or `` (RMSE ...)`` against the split's targets, where they compare
+    (one value each a row, no cell empty)."""
+    import torch
+
     guess, target = predicted.get("prediction"), table.get("target")
-    if guess is None or target is None or target.dim() != 1 or guess.dim() != 1:
+    if not isinstance(guess, torch.Tensor) or not isinstance(target, torch.Tensor):
+        return ""
+    if target.dim() != 1 or guess.dim() != 1:
         return ""
     if not target.is_floating_point() and not guess.is_floating_point():
         return f" (accuracy {(guess == target).double().mean().item():.4f} against its labels)"
@@ -171,11 +264,12 @@ class Batches:
     def __init__(self, loader: Any, whole: bool, targets: bool = True) -> None:
         self.loader, self.whole, self.keep_targets = loader, whole, targets
         self.targets: list[Any] = []
-        self.rows = 0
+        self.rows = self.yielded = 0
 
     def __iter__(self) -> Iterator[Any]:
-        self.targets, self.rows = [], 0
+        self.targets, self.rows, self.yielded = [], 0, 0
         for batch in self.loader:
+            self.yielded += 1
             if self.keep_targets and isinstance(batch, (list, tuple)) and len(batch) > 1:
                 self.targets.append(batch[1])
             self.rows += samples_in(inputs_of(batch))
@@ -257,39 +351,74 @@ def named_outputs(output: Any, task: str | None = None) -> dict[str, Tensor]:
     )
 
 
-def prediction_columns(outputs: Sequence[Any], task: str | None = None) -> dict[str, Tensor]:
+def prediction_columns(outputs: Sequence[Any], task: str | None = None) -> Table:
     """The CSV's columns from what the model returned for each batch (see the docstring)."""
     import torch
 
     if not outputs:
         raise UserError("There is nothing to predict: the inputs are empty.")
     named = [named_outputs(output, task) for output in outputs]
+    bare = [isinstance(output, torch.Tensor) and task is None for output in outputs]
+    if all(bare):  # one name for every batch, however many values a row of each holds
+        wide = any(out.dim() > 1 and out[0].numel() != 1 for out in outputs)
+        named = [{"output" if wide else "prediction": out} for out in outputs]
     if any(list(out) != list(named[0]) for out in named):
         raise UserError(
             f"The model's predictions name other outputs from one batch to the next ("
             f"{', '.join(named[0])}, then {', '.join(next(o for o in named if list(o) != list(named[0])))}); "
             "predict.py writes a column group per output: return the same ones for every batch."
         )
-    table = columns({key: torch.cat([_rows(out[key]) for out in named]) for key in named[0]})
+    table = columns({key: [out[key] for out in named] for key in named[0]})
     lengths = {key: len(values) for key, values in table.items()}
     if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"{key}: {counted(n, 'row')}" for key, n in lengths.items())
         raise UserError(
-            f"The model's predictions have no row per input ({', '.join(f'{k}: {n} rows' for k, n in lengths.items())}); "
+            f"The model's predictions have no row per input ({shown}); "
             "return a tensor, a tuple or a dict of tensors with a row per input from `predict_step`."
         )
     return table
 
 
-def columns(named: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """Each tensor (a row per sample) as a column, or as ``<name>_<k>`` for several values."""
-    table = {}
+def columns(named: Mapping[str, Tensor | list[Tensor]]) -> Table:
+    """Each output (a tensor of a row per sample, or the tensors of each batch) as a column, or
+    as ``<name>_<k>`` for several values a row, flattened. Tensors of batches padded to other
+    sizes (per-token outputs of sequences padded per batch) are padded to the largest size of
+    each dimension first, so ``<name>_<k>`` is the same position in every row; a cell a batch
+    has no value for is empty (None): the column is then a Python list, not a tensor."""
+    import torch
+
+    table: Table = {}
     for key, values in named.items():
-        values = _rows(values)
-        if values.shape[1] == 1:
-            table[key] = values[:, 0]
-        else:
-            table.update({f"{key}_{k}": values[:, k] for k in range(values.shape[1])})
+        given = values if isinstance(values, list) else [values]
+        parts = [part.detach().cpu() for part in given]
+        parts = [part.reshape(1, 1) if not part.dim() else part for part in parts]
+        filled = [torch.ones(part.shape, dtype=torch.bool) for part in parts]
+        if len({part.shape[1:] for part in parts}) > 1:
+            parts, filled = padded(parts), padded(filled)
+        flat, kept = torch.cat([_rows(p) for p in parts]), torch.cat([_rows(f) for f in filled])
+        names = [key] if flat.shape[1] == 1 else [f"{key}_{k}" for k in range(flat.shape[1])]
+        for k, name in enumerate(names):
+            column = flat[:, k]
+            table[name] = column if bool(kept[:, k].all()) else [
+                value if present else None
+                for value, present in zip(column.tolist(), kept[:, k].tolist(), strict=True)
+            ]  # fmt: skip
     return table
+
+
+def padded(parts: Sequence[Tensor]) -> list[Tensor]:
+    """``parts`` (a batch's rows each) zero-padded at the end of each dimension past the first
+    to the largest size any of them has; parts of other numbers of dimensions are flattened
+    first (their values then padded at the end of each row)."""
+    if len({part.dim() for part in parts}) > 1:
+        parts = [_rows(part) for part in parts]
+    largest = [max(sizes) for sizes in zip(*(part.shape[1:] for part in parts), strict=True)]
+    grown = []
+    for part in parts:
+        room = part.new_zeros((len(part), *largest))
+        room[tuple([slice(None), *(slice(0, n) for n in part.shape[1:])])] = part
+        grown.append(room)
+    return grown
 
 
 def _rows(tensor: Any) -> Tensor:
@@ -299,12 +428,13 @@ def _rows(tensor: Any) -> Tensor:
 
 
 def write_predictions(table: Mapping[str, Any], path: Path) -> None:
-    """CSV with one row per input: index, then the columns (tensors, or lists of names); written
-    whole to a temporary file first, so an interrupted run leaves no half-written CSV."""
+    """CSV with one row per input: index, then the columns (tensors, or lists of names or of
+    values with None for an empty cell); written whole to a temporary file first, so an
+    interrupted run leaves no half-written CSV."""
     lines = [",".join(["index", *table])]
     values = (column.tolist() if hasattr(column, "tolist") else column for column in table.values())
     for i, row in enumerate(zip(*values, strict=True)):
-        cells = (f"{v:.6f}" if isinstance(v, float) else str(v) for v in row)
+        cells = (f"{v:.6f}" if isinstance(v, float) else "" if v is None else str(v) for v in row)
         lines.append(",".join([str(i), *cells]))
     from ..reliability.atomic_io import atomic_write_text
 

@@ -20,7 +20,17 @@ from starlette.responses import JSONResponse
 
 from ..errors import UserError
 from ..fault import teams_bug
-from .inputs import ONE, Arrays, Refused, Signature, call_model, inputs_of, said, samples_in
+from .inputs import (
+    ONE,
+    Arrays,
+    Refused,
+    Signature,
+    call_model,
+    counted,
+    inputs_of,
+    said,
+    samples_in,
+)
 from .predict import cannot_take, named_outputs
 
 if TYPE_CHECKING:
@@ -70,7 +80,7 @@ def answer(model: Any, batch: Any, own: bool, task: str | None) -> dict[str, tor
         if value.dim() == 0 or len(value) != count:
             raise UserError(
                 f"The model's `{key}` has no row per input (shape {tuple(value.shape)} for "
-                f"{count} inputs); serve.py answers each request with its own rows."
+                f"{counted(count, 'input')}); serve.py answers each request with its own rows."
             )
     return {key: value.detach().cpu() for key, value in named.items()}
 
