@@ -404,3 +404,57 @@ def test_make_lint_says_make_format_where_only_the_layout_differs(
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     finally:
         module.write_text(original)
+
+
+# Tests that run what a team's defaults change: the README's commands (written for the
+# example), every config composed, the wheel trained on the defaults, every experiment named.
+WITH_ANY_DEFAULTS = (
+    "tests/machinery/test_readme_commands.py",
+    "tests/project/test_packaging.py",
+    "tests/project/test_configs.py",
+    "tests/project/test_experiments.py::test_there_are_at_least_two_documented_experiments",
+)
+# LHT's moved-in module made the defaults instead of the docs-style one.
+LHT_DEFAULTS = (
+    ("  - data: mine\n", "  - data: lht_mnist\n"),
+    ("  - model: mine\n", "  - model: mnist\n"),
+    ("\nmonitor: val_acc\n", "\nmonitor: val/acc\n"),
+)
+
+
+def test_the_tests_of_the_readme_configs_and_wheel_pass_whichever_module_is_the_default(
+    moved_in: tuple[Path, Path],
+) -> None:
+    """With the team's docs-style module the default (the README's steps), then LHT's moved-in
+    one, the README's `configs/experiment/mine.yaml` beside them: the README's commands run
+    with the example they are written for, `model=mine` composes with `data=mine` (not the
+    default data), the wheel trains the defaults, and nothing is skipped."""
+    project, python = moved_in
+    train = project / "configs" / "train.yaml"
+    lht_data = project / "configs" / "data" / "lht_mnist.yaml"
+    experiment = project / "configs" / "experiment" / "mine.yaml"
+    original, original_data = train.read_text(), lht_data.read_text()
+    readme = (project / "README.md").read_text()
+    (block,) = re.findall(
+        r"```yaml\n(# @package _global_\n# configs/experiment/mine.*?)```", readme, re.S
+    )
+    experiment.write_text(block)
+    args = "ARGS=" + " ".join(WITH_ANY_DEFAULTS) + " -q -p no:cacheprovider -rs"
+    try:
+        for swaps in ((), LHT_DEFAULTS):
+            text = original
+            for old, new in swaps:
+                assert old in text, old
+                text = text.replace(old, new)
+            train.write_text(text)
+            # LHT's batch of 128 is more than the 64 training digits of its split here: a
+            # team that trains it as its default sets one that fits (the run says so)
+            lht_data.write_text(original_data.replace("batch_size: 128", "batch_size: 32"))
+            tests = make_in(project, "test", args, venv=python.parents[1])
+            output = tests.stdout[-4000:] + tests.stderr[-2000:]
+            assert tests.returncode == 0, output
+            assert " passed" in tests.stdout and "skipped" not in tests.stdout, output
+    finally:
+        train.write_text(original)
+        lht_data.write_text(original_data)
+        experiment.unlink(missing_ok=True)
