@@ -41,7 +41,7 @@ EXAMPLE = {
 }
 EXAMPLE_FILES = [CONFIG_DIR / "model" / "classifier.yaml", CONFIG_DIR / "data" / "digits.yaml"]
 # A training command naming one of these trains what it names (a recipe names its own model).
-OWN_CHOICE = ("model", "data", "experiment", "hparams_search", "resume")
+OWN_CHOICE = ("experiment", "hparams_search", "resume")
 
 
 def guide_pages(root: Path = ROOT) -> list[Path]:
@@ -87,9 +87,9 @@ COMMANDS = list(PAGES)
 
 
 def with_the_example(words: list[str]) -> list[str]:
-    """A training command's words with the example named where the command names no choice of
-    its own (`OWN_CHOICE`), each of `EXAMPLE`'s keys the command leaves unset, before the
-    command's own overrides (after `-m`)."""
+    """A training command's words with each of `EXAMPLE`'s keys it leaves unset (`data=mnist`
+    still trains the example's model), before the command's own overrides (after `-m`); a
+    command naming a recipe or a run of its own (`OWN_CHOICE`) as written."""
     if words[0] != "python" or words[1] != "train.py":
         return words
     named = {w.lstrip("+~").split("=", 1)[0] for w in words[2:] if "=" in w}
@@ -108,8 +108,16 @@ def test_a_training_command_is_given_the_example_unless_it_names_its_own_choice(
         *[w for w in example if not w.startswith("monitor=")],
         *words[3:],
     ]
-    for own in ("experiment=digits_cnn", "resume=logs/train/runs/<run>", "data=mnist"):
+    for own in ("experiment=digits_cnn", "resume=logs/train/runs/<run>", "hparams_search=mlp"):
         assert with_the_example(["python", "train.py", own]) == ["python", "train.py", own]
+    # the example's model on other data (the team's model may read keys of its own data)
+    other_data = with_the_example(["python", "train.py", "data=mnist"])
+    assert other_data == [
+        "python",
+        "train.py",
+        *[w for w in example if w != "data=digits"],
+        "data=mnist",
+    ]
     assert with_the_example(["python", "eval.py", "ckpt_path=x"]) == [
         "python",
         "eval.py",
