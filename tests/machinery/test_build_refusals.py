@@ -260,6 +260,27 @@ CASES.append(
     )
 )
 CASES.append(("setting nothing reads", "train", "+paths.extra=1", "adds `paths.extra`, which"))
+# A callback's own monitor typed alone (as lightning-hydra-template's configs set it): its mode
+# still follows `monitor_mode`, the direction of the project's metric.
+CASES.append(
+    (
+        "checkpoint monitor without its mode",
+        "train",
+        "callbacks.model_checkpoint.monitor=val_loss",
+        "callbacks.model_checkpoint.monitor=val_loss is set without "
+        "callbacks.model_checkpoint.mode, which follows `monitor_mode=max` (the direction of "
+        "`monitor=val_acc`), so the callback would count a higher val_loss as better. Set the "
+        "project's keys, which every callback reads: `monitor=val_loss monitor_mode=min`",
+    )
+)
+CASES.append(
+    (
+        "early stopping monitor without its mode",
+        "train",
+        "callbacks=[default,early_stopping] callbacks.early_stopping.monitor=val_loss",
+        "callbacks.early_stopping.monitor=val_loss is set without callbacks.early_stopping.mode",
+    )
+)
 if not shutil.which("sbatch") and not shutil.which("srun"):
     CASES.append(
         (
