@@ -273,6 +273,36 @@ CASES.append(
         "project's keys, which every callback reads: `monitor=val_loss monitor_mode=min`",
     )
 )
+# Keys lightning-hydra-template names otherwise: the refusal says what to type here.
+CASES += [
+    (
+        "LHT's extras",
+        "train",
+        "extras.print_config=false",
+        "`extras` is lightning-hydra-template's: here every run prints its config tree and "
+        "saves it (`config_tree.log`), with nothing to turn on or off.",
+    ),
+    (
+        "LHT's extras added",
+        "train",
+        "+extras.print_config=false",
+        "the run would ignore it. Remove it. `extras` is lightning-hydra-template's",
+    ),
+    (
+        "early stopping not chosen",
+        "train",
+        "callbacks.early_stopping.patience=3",
+        "`early_stopping` is a callback the run has not chosen (not among the defaults): "
+        "choose it first, `callbacks=[default,early_stopping]`.",
+    ),
+    (
+        "learning rate of a partial optimizer",
+        "train",
+        f"!{SEARCH_MACHINERY_CONFIGS} experiment=lht_style logger=csv model.lr=0.1",
+        "Could not override 'model.lr'. To append to your config use +model.lr=0.1 (Key 'lr' is "
+        "not in struct). Did you mean `model.optimizer.lr`?",
+    ),
+]
 CASES.append(
     (
         "early stopping monitor without its mode",

@@ -21,6 +21,7 @@ from .. import hydra_compat
 from ..config import config_dir
 from ..errors import UserError, causes, report, user_error_in
 from ..fault import teams_bug
+from ..preflight.key_hints import key_hint
 from ..reliability import run_dir
 
 _JOB_FRAME = (f"{__package__}.entry", "job")  # `entry.as_job`'s wrapper: the job's own errors
@@ -155,6 +156,8 @@ def _closest_keys(error: Exception) -> str:
         return ""
     key = str(cause.key)
     parent = str(cause.full_key)[: -len(key)]  # "data." or ""
+    if (hint := key_hint(str(cause.full_key), cause.parent_node)) is not None:
+        return f" {hint}"
     names = [str(k) for k in cause.parent_node if not str(k).startswith("_")]
     names += [f.name for f in config_dir().iterdir() if f.is_dir()] if not parent else []
     close = [f"`{parent}{n}`" for n in difflib.get_close_matches(key, names)]
