@@ -260,6 +260,57 @@ CASES.append(
     )
 )
 CASES.append(("setting nothing reads", "train", "+paths.extra=1", "adds `paths.extra`, which"))
+# A callback's own monitor typed alone (as lightning-hydra-template's configs set it): its mode
+# still follows `monitor_mode`, the direction of the project's metric.
+CASES.append(
+    (
+        "checkpoint monitor without its mode",
+        "train",
+        "callbacks.model_checkpoint.monitor=val_loss",
+        "callbacks.model_checkpoint.monitor=val_loss is set without "
+        "callbacks.model_checkpoint.mode, which follows `monitor_mode=max` (the direction of "
+        "`monitor=val_acc`), so the callback would count a higher val_loss as better. Set the "
+        "project's keys, which every callback reads: `monitor=val_loss monitor_mode=min`",
+    )
+)
+# Keys lightning-hydra-template names otherwise: the refusal says what to type here.
+CASES += [
+    (
+        "LHT's extras",
+        "train",
+        "extras.print_config=false",
+        "`extras` is lightning-hydra-template's: here every run prints its config tree and "
+        "saves it (`config_tree.log`), with nothing to turn on or off.",
+    ),
+    (
+        "LHT's extras added",
+        "train",
+        "+extras.print_config=false",
+        "the run would ignore it. Remove it. `extras` is lightning-hydra-template's",
+    ),
+    (
+        "early stopping not chosen",
+        "train",
+        "callbacks.early_stopping.patience=3",
+        "`early_stopping` is a callback the run has not chosen (not among the defaults): "
+        "choose it first, `callbacks=[default,early_stopping]`.",
+    ),
+    (
+        "learning rate of a partial optimizer",
+        "train",
+        f"!{SEARCH_MACHINERY_CONFIGS} experiment=lht_style logger=csv model.lr=0.1",
+        "Could not override 'model.lr'. To append to your config use +model.lr=0.1 (Key 'lr' is "
+        "not in struct). Did you mean `model.optimizer.lr`?",
+    ),
+]
+CASES.append(
+    (
+        "early stopping monitor without its mode",
+        "train",
+        "callbacks=[default,early_stopping] callbacks.early_stopping.monitor=val_loss",
+        "callbacks.early_stopping.monitor=val_loss is set without callbacks.early_stopping.mode",
+    )
+)
 if not shutil.which("sbatch") and not shutil.which("srun"):
     CASES.append(
         (

@@ -7,6 +7,7 @@ as `python train.py -m ...` in a subprocess, with a few trials of two or three e
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -312,3 +313,104 @@ def test_multirun_gives_each_job_its_own_run_directory_and_wandb_run(tmp_path: P
             str(job),
         )
         assert float(value) == pytest.approx(read_metrics(job)["val_acc"], abs=1e-4)
+
+
+# lightning-hydra-template's configs/hparams_search/mnist_optuna.yaml as LHT writes it (its
+# comments left out), for hydra-optuna-sweeper.
+LHT_SEARCH = """\
+# @package _global_
+defaults:
+  - override /hydra/sweeper: optuna
+
+optimized_metric: "val/acc_best"
+
+hydra:
+  mode: "MULTIRUN"
+  sweeper:
+    _target_: hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper
+    storage: null
+    study_name: null
+    n_jobs: 1
+    direction: maximize
+    n_trials: 20
+    sampler:
+      _target_: optuna.samplers.TPESampler
+      seed: 1234
+      n_startup_trials: 10
+    params:
+      model.optimizer.lr: interval(0.0001, 0.1)
+      data.batch_size: choice(32, 64, 128, 256)
+      model.net.lin1_size: choice(64, 128, 256)
+      model.net.lin2_size: choice(64, 128, 256)
+      model.net.lin3_size: choice(32, 64, 128, 256)
+"""
+
+
+@pytest.mark.slow
+def test_lhts_search_config_names_what_to_change_and_then_searches_past_refused_trials(
+    tmp_path: Path,
+) -> None:
+    """LHT's search config, copied in, names hydra-optuna-sweeper's class: one paragraph says
+    to delete that line, and nothing is written. With it deleted, its keys (`n_jobs: 1`,
+    `storage: null`, `study_name: null`) are this sweeper's; a trial whose batch size (128 or
+    256 of LHT's choices) is more than the 64 training digits is refused, marked failed, and the
+    search goes on to its trials and its summary. A value every trial shares that is refused
+    stops the search after three refused trials, in one paragraph."""
+    configs = tmp_path / "configs" / "hparams_search"
+    configs.mkdir(parents=True)
+    search = configs / "lht_optuna.yaml"
+    search.write_text(LHT_SEARCH)
+    paths = f"hydra.searchpath=['file://{tmp_path / 'configs'}','file://{MACHINERY_CONFIGS}']"
+    common = [paths, "hparams_search=lht_optuna", "experiment=zoo_lht", "trainer.max_epochs=1"]
+    common += ["logger=csv", "hydra.sweeper.plots=false"]
+    sweep_dir = tmp_path / "sweep"
+
+    refused = run_entry("train", *common, f"hydra.sweep.dir={sweep_dir}")
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "configs/hparams_search/lht_optuna.yaml sets `hydra.sweeper._target_`" in refused.stderr
+    assert "delete the `_target_:` line under `hydra.sweeper:`" in refused.stderr
+    assert "Traceback" not in refused.stderr and not sweep_dir.exists()
+
+    search.write_text(
+        LHT_SEARCH.replace(
+            "    _target_: hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper\n", ""
+        )
+    )
+    searched = run_entry(
+        "train", *common, "hydra.sweeper.n_trials=1", f"hydra.sweep.dir={sweep_dir}"
+    )
+    out = searched.stdout + searched.stderr
+    assert searched.returncode == 0, out[-3000:]
+    assert "A new study created in memory with name: lht_optuna" in out  # storage: null
+    failed = re.findall(
+        r"Trial (\d+) failed: its values were refused .*data\.batch_size=(\d+)", out
+    )
+    assert failed and all(int(size) > 64 for _, size in failed), out[-3000:]
+    (complete,) = re.findall(r"Trial (\d+) complete: val/acc_best=", out)
+    assert int(complete) == len(failed)  # the refused trials came first, then the search went on
+    for number, size in failed:
+        assert f"data.batch_size={size} is larger than the training split" in out
+        assert not (sweep_dir / number).exists()  # a refused run leaves nothing
+    best = yaml.safe_load((sweep_dir / "best_params.yaml").read_text())
+    assert best["best_trial"] == int(complete) and best["best_params"]["data.batch_size"] <= 64
+
+    stopped = run_entry(
+        "train", *common, "data.batch_size=512", f"hydra.sweep.dir={tmp_path / 'stopped'}"
+    )
+    assert stopped.returncode == 2, stopped.stderr[-3000:]
+    assert stopped.stdout.count(" failed: its values were refused") == 3
+    assert "The search stopped: trials 0, 1, 2 in a row were refused" in stopped.stderr
+    assert "Traceback" not in stopped.stderr
+
+
+def test_trials_in_parallel_are_refused_in_one_paragraph(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """hydra-optuna-sweeper's `n_jobs` (LHT's searches): 1 is this sweeper's way; more asks
+    for trials in parallel, which it does not run."""
+    from hydra_plugins.my_project_optuna.sweeper import OptunaSweeper
+
+    with pytest.raises(SystemExit) as stop:
+        OptunaSweeper(n_jobs=4).sweep([])
+    assert stop.value.code == 2
+    assert "hydra.sweeper.n_jobs=4 asks for trials in parallel" in capsys.readouterr().err

@@ -241,3 +241,32 @@ def test_lhts_compile_option_trains_and_eval_reads_its_checkpoint(tmp_path: Path
     )
     assert evaluated.returncode == 0, tail(evaluated)
     assert read_metrics(tmp_path / "eval")["test/acc"] == read_metrics(run)["test/acc"]
+
+
+def test_a_batch_larger_than_the_split_is_named_as_typed_where_the_data_module_divides_it(
+    tmp_path: Path,
+) -> None:
+    """LHT's data module makes each process's batches `batch_size // world_size`: a batch too
+    large for its 64 training digits in two processes is refused in the value typed,
+    `data.batch_size=256`, and the values that fit are in those terms too."""
+    import lightning as L
+
+    from my_project.machinery.errors import UserError
+    from my_project.machinery.preflight.data import check_training_data
+
+    from .zoo.lht.data.mnist_datamodule import MNISTDataModule
+
+    split = [64, 24, 23]
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", logger=False)
+    data = MNISTDataModule(data_dir=str(tmp_path), batch_size=256, train_val_test_split=split)
+    with pytest.raises(UserError) as refused:
+        check_training_data(data, trainer, 256)
+    assert str(refused.value).startswith(
+        "data.batch_size=256 (the data module divides it among the 2 processes: batches of 128)"
+        " is larger than the training split (64 examples)"
+    )
+    assert "Use `data.batch_size=128` or another value up to 128." in str(refused.value)
+    one = L.Trainer(accelerator="cpu", devices=1, logger=False)
+    data = MNISTDataModule(data_dir=str(tmp_path), batch_size=256, train_val_test_split=split)
+    with pytest.raises(UserError, match=r"^data.batch_size=256 is larger .* up to 64\.$"):
+        check_training_data(data, one, 256)

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from ..machinery.helpers import ON_CPU, ROOT, clean_env
+from ..machinery.helpers import CONFIG_DIR, ON_CPU, ROOT, clean_env
 
 
 @pytest.mark.slow
 def test_wheel_carries_the_configs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
-    """A plain (non-editable) install finds its configs without the repository."""
+    """A plain (non-editable) install finds its configs without the repository, and trains the
+    project's defaults (the example's, or the team's own module made the default)."""
     build = subprocess.run(
         [
             sys.executable,
@@ -39,7 +40,9 @@ def test_wheel_carries_the_configs_and_runs_outside_the_checkout(tmp_path: Path)
         names = archive.namelist()
         archive.extractall(site)
     package = next(n.split("/")[0] for n in names if n.endswith("/configs/train.yaml"))
-    assert f"{package}/configs/model/net/cnn.yaml" in names
+    # every config of the project, whichever model and data it makes the defaults
+    configs = {f"{package}/configs/{p.relative_to(CONFIG_DIR)}" for p in CONFIG_DIR.rglob("*.yaml")}
+    assert len(configs) > 10 and configs <= set(names), sorted(configs - set(names))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     result = subprocess.run(

@@ -117,6 +117,44 @@ logger:
 """,
 }
 
+# LHT's tests/test_datamodules.py as LHT writes it, for its data module pointed at 8x8 digits
+# (111 of them, written under a temporary data_dir instead of MNIST's 70,000 under `data/`).
+LHT_TESTS = {
+    "tests/test_datamodules.py": """\
+from pathlib import Path
+
+import pytest
+import torch
+
+from src.data.mnist_datamodule import MNISTDataModule
+
+
+@pytest.mark.parametrize("batch_size", [8, 16])
+def test_mnist_datamodule(batch_size: int, tmp_path: Path) -> None:
+    data_dir = str(tmp_path)
+
+    dm = MNISTDataModule(data_dir=data_dir, batch_size=batch_size, train_val_test_split=[64, 24, 23])
+    dm.prepare_data()
+
+    assert not dm.data_train and not dm.data_val and not dm.data_test
+    assert Path(data_dir, "digits8x8").exists()
+
+    dm.setup()
+    assert dm.data_train and dm.data_val and dm.data_test
+    assert dm.train_dataloader() and dm.val_dataloader() and dm.test_dataloader()
+
+    num_datapoints = len(dm.data_train) + len(dm.data_val) + len(dm.data_test)
+    assert num_datapoints == 111
+
+    batch = next(iter(dm.train_dataloader()))
+    x, y = batch
+    assert len(x) == batch_size
+    assert len(y) == batch_size
+    assert x.dtype == torch.float32
+    assert y.dtype == torch.int64
+""",
+}
+
 # A team's module and data module as the Lightning docs write them (steps without annotations,
 # `Optional`, `x, y = batch`), named and configured as "Bring your own" writes them.
 TEAM_MODEL = """\
@@ -211,7 +249,7 @@ def lht_project(folder: Path) -> Path:
         shutil.copytree(
             ZOO_LHT / source, folder / target, ignore=shutil.ignore_patterns("__pycache__")
         )
-    for name, text in LHT_CONFIGS.items():
+    for name, text in {**LHT_CONFIGS, **LHT_TESTS}.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     return folder
@@ -289,8 +327,13 @@ def test_the_guide_moves_lhts_files_into_the_teams_rooms(moved_in: tuple[Path, P
         "configs/model/mnist.yaml",
         "configs/data/lht_mnist.yaml",
         "configs/experiment/example.yaml",
+        "tests/project/lht/__init__.py",
+        "tests/project/lht/test_datamodules.py",
     ):
         assert (project / path).is_file(), path
+    lht_tests = (project / "tests/project/lht/test_datamodules.py").read_text()
+    assert f"from {PACKAGE}.data.mnist_datamodule import MNISTDataModule" in lht_tests
+    assert "from src." not in lht_tests
     model = (project / "configs/model/mnist.yaml").read_text()
     assert f"_target_: {PACKAGE}.models.mnist_module.MNISTLitModule" in model
     assert "_target_: src." not in model
@@ -316,6 +359,13 @@ def test_a_project_moved_into_passes_its_own_lint_and_quick_tests(
     tests = make_in(project, "test-fast", "ARGS=-q -p no:cacheprovider", venv=python.parents[1])
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout and "failed" not in tests.stdout
+    # LHT's test of its data module, moved into a folder of its own beside the examples' tests
+    args = "ARGS=tests/project/lht tests/project/test_configs.py -q -rA -p no:cacheprovider"
+    lht_tests = make_in(project, "test-fast", args, venv=python.parents[1])
+    assert lht_tests.returncode == 0, lht_tests.stdout[-4000:] + lht_tests.stderr[-2000:]
+    for size in (8, 16):
+        passed = f"PASSED tests/project/lht/test_datamodules.py::test_mnist_datamodule[{size}]"
+        assert passed in lht_tests.stdout, lht_tests.stdout[-4000:]
 
 
 def test_lhts_experiment_trains_evaluates_and_predicts_with_the_guides_commands(
@@ -404,3 +454,57 @@ def test_make_lint_says_make_format_where_only_the_layout_differs(
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     finally:
         module.write_text(original)
+
+
+# Tests that run what a team's defaults change: the README's commands (written for the
+# example), every config composed, the wheel trained on the defaults, every experiment named.
+WITH_ANY_DEFAULTS = (
+    "tests/machinery/test_readme_commands.py",
+    "tests/project/test_packaging.py",
+    "tests/project/test_configs.py",
+    "tests/project/test_experiments.py::test_there_are_at_least_two_documented_experiments",
+)
+# LHT's moved-in module made the defaults instead of the docs-style one.
+LHT_DEFAULTS = (
+    ("  - data: mine\n", "  - data: lht_mnist\n"),
+    ("  - model: mine\n", "  - model: mnist\n"),
+    ("\nmonitor: val_acc\n", "\nmonitor: val/acc\n"),
+)
+
+
+def test_the_tests_of_the_readme_configs_and_wheel_pass_whichever_module_is_the_default(
+    moved_in: tuple[Path, Path],
+) -> None:
+    """With the team's docs-style module the default (the README's steps), then LHT's moved-in
+    one, the README's `configs/experiment/mine.yaml` beside them: the README's commands run
+    with the example they are written for, `model=mine` composes with `data=mine` (not the
+    default data), the wheel trains the defaults, and nothing is skipped."""
+    project, python = moved_in
+    train = project / "configs" / "train.yaml"
+    lht_data = project / "configs" / "data" / "lht_mnist.yaml"
+    experiment = project / "configs" / "experiment" / "mine.yaml"
+    original, original_data = train.read_text(), lht_data.read_text()
+    readme = (project / "README.md").read_text()
+    (block,) = re.findall(
+        r"```yaml\n(# @package _global_\n# configs/experiment/mine.*?)```", readme, re.S
+    )
+    experiment.write_text(block)
+    args = "ARGS=" + " ".join(WITH_ANY_DEFAULTS) + " -q -p no:cacheprovider -rs"
+    try:
+        for swaps in ((), LHT_DEFAULTS):
+            text = original
+            for old, new in swaps:
+                assert old in text, old
+                text = text.replace(old, new)
+            train.write_text(text)
+            # LHT's batch of 128 is more than the 64 training digits of its split here: a
+            # team that trains it as its default sets one that fits (the run says so)
+            lht_data.write_text(original_data.replace("batch_size: 128", "batch_size: 32"))
+            tests = make_in(project, "test", args, venv=python.parents[1])
+            output = tests.stdout[-4000:] + tests.stderr[-2000:]
+            assert tests.returncode == 0, output
+            assert " passed" in tests.stdout and "skipped" not in tests.stdout, output
+    finally:
+        train.write_text(original)
+        lht_data.write_text(original_data)
+        experiment.unlink(missing_ok=True)

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 # The values Optuna can hold in a categorical distribution; other choices (lists, dicts)
 # are kept as their override text.
 _PLAIN = (str, int, float, bool)
+# A run's exit status for bad input (a refused value): its trial failed, the search goes on,
+# until this many trials in a row were refused (then the values they share are the likely cause).
+BAD_INPUT, REFUSED_IN_A_ROW = 2, 3
 
 
 class SearchSpace:
@@ -109,15 +112,16 @@ class OptunaSweeper(Sweeper):
         params: Mapping[str, Any] | None = None,
         direction: Literal["minimize", "maximize"] = "maximize",
         n_trials: int = 20,
-        study_name: str = "search",
+        study_name: str | None = "search",
         storage: str | None = None,
         sampler: Any = None,  # configs with a _target_, built once the study is known
         pruner: Any = None,  # null: never prune
         enqueue: Sequence[Mapping[str, Any]] = (),  # parameter sets to run first
         plots: bool = True,  # Optuna's, into the sweep directory at the end
+        n_jobs: int = 1,  # hydra-optuna-sweeper's key (LHT's searches): trials one at a time
     ) -> None:
         self.params, self.enqueue = dict(plain(params) or {}), list(plain(enqueue))
-        self.plots = plots
+        self.plots, self.n_jobs = plots, n_jobs
         self.direction, self.n_trials, self.study_name = direction, n_trials, study_name
         self.storage, self.sampler, self.pruner = storage, sampler, pruner
 
@@ -146,7 +150,16 @@ class OptunaSweeper(Sweeper):
     def _search(self, arguments: list[str], sweep_dir: Path) -> Study:
         from optuna.trial import TrialState
 
+        if self.n_jobs != 1:
+            bad_input(
+                f"hydra.sweeper.n_jobs={self.n_jobs} asks for trials in parallel; this project's "
+                "sweeper runs them one after another in this process (each may be a DDP run of "
+                "several devices: `trainer.devices=2`). Set `n_jobs: 1` or delete the key."
+            )
         self.metric = str(self._config.get("optimized_metric", "objective"))
+        if self.study_name is None:  # hydra-optuna-sweeper's `null` (LHT's): named as ours
+            choice = OmegaConf.select(self._config, "hydra.runtime.choices.hparams_search")
+            self.study_name = str(choice or "search")
         sweep_dir.mkdir(parents=True, exist_ok=True)
         try:
             space = search_space(self.params, arguments, self._config_loader)
@@ -159,13 +172,20 @@ class OptunaSweeper(Sweeper):
         for params in self.enqueue:  # once: a resumed search finds them in the study
             study.enqueue_trial(params, skip_if_exists=True)
         counted = (TrialState.COMPLETE, TrialState.PRUNED)  # towards n_trials
+        refused: list[int] = []  # trials in a row whose values a run refused
         while len(study.get_trials(deepcopy=False, states=counted)) < self.n_trials:
             trial = study.ask(space.distributions)
             state = self._run(study, trial, space)
             frozen = study.trials[trial.number]
             sampled = ", ".join(f"{key}={value}" for key, value in frozen.params.items())
             result = "" if frozen.value is None else f" {self.metric}={frozen.value:.4g}"
-            print(f"Trial {trial.number} {state.name.lower()}:{result} ({sampled})", flush=True)
+            ended = state.name.lower()
+            if state == TrialState.FAIL:
+                ended, result = "failed", " its values were refused (the paragraph above)"
+            print(f"Trial {trial.number} {ended}:{result} ({sampled})", flush=True)
+            refused = [*refused, trial.number] if state == TrialState.FAIL else []
+            if len(refused) == REFUSED_IN_A_ROW:
+                break
         if any(t.state == TrialState.COMPLETE for t in study.trials):
             best = study.best_trial
             record = {
@@ -185,6 +205,14 @@ class OptunaSweeper(Sweeper):
             print(f"Optuna's plots in {sweep_dir}: {drawn or 'none'}", flush=True)
             for name, problem in problems.items():
                 print(f"  {name}: {problem}", flush=True)
+        if len(refused) == REFUSED_IN_A_ROW:
+            bad_input(
+                f"The search stopped: trials {', '.join(map(str, refused))} in a row were "
+                "refused (each one's paragraph is above), so the cause is likely a value they "
+                "share rather than the sampled ones. Fix it, then run the same command (with "
+                "the same hydra.sweep.dir) to continue the search; refused trials do not count "
+                "towards n_trials."
+            )
         return study
 
     def _study(self) -> Study:
@@ -214,7 +242,8 @@ class OptunaSweeper(Sweeper):
 
     def _run(self, study: Study, trial: Trial, space: SearchSpace) -> Any:
         """Launch the trial as the job of its number, handed its trial; tell Optuna how it
-        ended (complete, pruned or failed) and return that; a failed job's error is raised."""
+        ended (complete, pruned or failed) and return that: failed where its run refused its
+        values (bad input, said in one paragraph); any other job's error is raised."""
         from optuna.trial import TrialState
 
         from my_project.machinery.callbacks import optuna_pruning
@@ -224,6 +253,11 @@ class OptunaSweeper(Sweeper):
             (done,) = self._launcher.launch(
                 [space.overrides(trial.params)], initial_job_idx=trial.number
             )
+        except SystemExit as stop:
+            study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            if stop.code == BAD_INPUT:  # its run said why and left nothing: the search goes on
+                return TrialState.FAIL
+            raise
         except BaseException:  # a job's error, Ctrl-C: the trial did not finish
             study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             raise

@@ -17,6 +17,7 @@ from .added_keys import check_added_keys_are_read
 from .checkpoint import check_checkpoint_path, check_resumed_progress, read_checkpoint
 from .devices import check_devices, check_nodes_launched
 from .loggers import check_logger_settings
+from .monitor import check_callback_monitors
 from .values import check_config_resolves, check_trainer_types, check_values
 
 __all__ = ["check_config", "check_devices", "check_trainer_types"]
@@ -27,6 +28,7 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     resolved = check_config_resolves(cfg)
     protect_run_secrets(resolved)  # before any message could show one
     check_added_keys_are_read(cfg)
+    check_callback_monitors(cfg)
     trainer = resolved.get("trainer") or {}
     check_devices(trainer)
     check_nodes_launched(trainer)

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..errors import UserError
 from ..reliability.resume import override_key
 from ..reliability.secrets import looks_secret
+from .key_hints import key_hint
 
 _READ_ELSEWHERE = ("hydra", "callbacks", "logger")
 
@@ -89,6 +90,8 @@ def _unread(cfg: DictConfig, override: str, key: str) -> str:
     prefix = f"{parent}." if parent else ""
     suggested = " or ".join(f"`{prefix}{c}=`" for c in close)
     hint = f" Did you mean {suggested}?" if close else f" `python {script} --help` lists its keys."
+    if not close and (named := key_hint(key, node)) is not None:
+        hint = f" {named}"
     return (
         f"`{override}` adds `{key}`, which nothing of {script} reads (not a key of {where}, nor a "
         f"setting of an object the run builds): the run would ignore it. Remove it.{hint}"

@@ -9,9 +9,11 @@ from typing import Any
 from ..errors import UserError
 
 
-def check_training_data(datamodule: Any, trainer: Any) -> int | None:
+def check_training_data(datamodule: Any, trainer: Any, typed: Any = None) -> int | None:
     """``prepare_data``, ``setup("fit")`` and ``train_dataloader()`` with the Trainer attached;
-    the batch size against the training split. Returns an epoch's batches in one process."""
+    the batch size against the training split, named as ``typed`` (the config's
+    `data.batch_size`), which a data module may divide among the processes as LHT's does.
+    Returns an epoch's batches in one process."""
     datamodule.trainer = trainer
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -24,14 +26,29 @@ def check_training_data(datamodule: Any, trainer: Any) -> int | None:
     if size == 0:
         raise UserError("The training split is empty; check the data directory and fractions.")
     if batch_size is not None and batch_size > size:
-        raise UserError(
-            f"data.batch_size={batch_size} is larger than the training split ({size} examples), "
-            f"so every epoch would be a single short batch. Use `data.batch_size={min(size, 64)}` "
-            f"or another value up to {size}."
-        )
+        world = max(int(getattr(trainer, "world_size", 1) or 1), 1)
+        raise UserError(_batch_over_split(batch_size, size, typed, world))
     batches = math.ceil(batches / max(trainer.world_size, 1))
     limit = trainer.limit_train_batches
     return int(batches * limit) if isinstance(limit, float) else min(batches, limit)
+
+
+def _batch_over_split(batch_size: int, size: int, typed: Any, world: int) -> str:
+    """The refusal of a batch larger than the training split, in the value the user typed: a
+    data module that divides `data.batch_size` among the ``world`` processes (LHT's) makes
+    smaller loader batches, and the typed value and its bounds scale with it."""
+    scale = world if world > 1 and typed == batch_size * world else 1
+    shown = typed if scale > 1 else batch_size
+    per_process = (
+        f" (the data module divides it among the {scale} processes: batches of {batch_size})"
+        if scale > 1
+        else ""
+    )
+    return (
+        f"data.batch_size={shown}{per_process} is larger than the training split ({size} "
+        f"examples), so every epoch would be a single short batch. Use "
+        f"`data.batch_size={min(size, 64) * scale}` or another value up to {size * scale}."
+    )
 
 
 def check_validation_interval(trainer: Any, batches: int | None) -> None:

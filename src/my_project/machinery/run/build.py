@@ -225,7 +225,8 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     job = _job(cfg, config, data_module, model, ckpt_path)
     if fit and is_rank_zero():
         with built_from(cfg, "data"):
-            batches = data.check_training_data(data_module, job.trainer)
+            typed = OmegaConf.select(cfg, "data.batch_size", default=None)
+            batches = data.check_training_data(data_module, job.trainer, typed)
         with built_from(cfg, "trainer"):
             data.check_validation_interval(job.trainer, batches)
     elif deferred.builds_late(model):  # the data as Lightning sets it up before the model

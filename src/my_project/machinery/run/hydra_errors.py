@@ -21,6 +21,7 @@ from .. import hydra_compat
 from ..config import config_dir
 from ..errors import UserError, causes, report, user_error_in
 from ..fault import teams_bug
+from ..preflight.key_hints import key_hint
 from ..reliability import run_dir
 
 _JOB_FRAME = (f"{__package__}.entry", "job")  # `entry.as_job`'s wrapper: the job's own errors
@@ -70,6 +71,8 @@ def explain(error: Exception) -> UserError:
 
     if (found := user_error_in(error)) is not None:
         return found
+    if _HYDRA_OPTUNA_SWEEPER in str(error):
+        return UserError(foreign_optuna_sweeper())
     if (unreadable := _unreadable_override()) is not None:
         override, problem = unreadable
         shown = (
@@ -95,6 +98,26 @@ def explain(error: Exception) -> UserError:
     return UserError(
         f"{message}{_closest_keys(error)} `python {script} --help` lists the config groups and "
         "their options."
+    )
+
+
+# The class hydra-optuna-sweeper's config names (lightning-hydra-template's hparams_search).
+_HYDRA_OPTUNA_SWEEPER = "hydra_plugins.hydra_optuna_sweeper."
+
+
+def foreign_optuna_sweeper() -> str:
+    """Hydra's "Unknown plugin class" for a search config written for hydra-optuna-sweeper,
+    which this project does not install: what to change for its own sweeper, which reads the
+    same keys."""
+    named = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("hparams_search=")]
+    where = f"configs/hparams_search/{named[-1]}.yaml" if named else "the hparams_search config"
+    return (
+        f"{where} sets `hydra.sweeper._target_` to hydra-optuna-sweeper's OptunaSweeper "
+        "(as lightning-hydra-template's searches do), which this project does not install. "
+        "Its own Optuna sweeper, which `- override /hydra/sweeper: optuna` in the file's "
+        "defaults already picks, reads the same `direction`, `n_trials`, `storage`, "
+        "`study_name`, `sampler` and `params` (and `n_jobs: 1`): delete the `_target_:` line "
+        "under `hydra.sweeper:` and keep the rest."
     )
 
 
@@ -133,6 +156,8 @@ def _closest_keys(error: Exception) -> str:
         return ""
     key = str(cause.key)
     parent = str(cause.full_key)[: -len(key)]  # "data." or ""
+    if (hint := key_hint(str(cause.full_key), cause.parent_node)) is not None:
+        return f" {hint}"
     names = [str(k) for k in cause.parent_node if not str(k).startswith("_")]
     names += [f.name for f in config_dir().iterdir() if f.is_dir()] if not parent else []
     close = [f"`{parent}{n}`" for n in difflib.get_close_matches(key, names)]
