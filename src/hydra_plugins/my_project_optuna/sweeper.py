@@ -138,6 +138,12 @@ class OptunaSweeper(Sweeper):
         folder goes again if this process made it (its study, Hydra's record)."""
         from my_project.machinery.reliability import run_dir
 
+        if self.n_jobs != 1:
+            bad_input(
+                f"hydra.sweeper.n_jobs={self.n_jobs} asks for trials in parallel; this project's "
+                "sweeper runs them one after another in this process (each may be a DDP run of "
+                "several devices: `trainer.devices=2`). Set `n_jobs: 1` or delete the key."
+            )
         sweep_dir = Path(self._config.hydra.sweep.dir)
         try:
             return self._search(arguments, sweep_dir)
@@ -150,12 +156,6 @@ class OptunaSweeper(Sweeper):
     def _search(self, arguments: list[str], sweep_dir: Path) -> Study:
         from optuna.trial import TrialState
 
-        if self.n_jobs != 1:
-            bad_input(
-                f"hydra.sweeper.n_jobs={self.n_jobs} asks for trials in parallel; this project's "
-                "sweeper runs them one after another in this process (each may be a DDP run of "
-                "several devices: `trainer.devices=2`). Set `n_jobs: 1` or delete the key."
-            )
         self.metric = str(self._config.get("optimized_metric", "objective"))
         if self.study_name is None:  # hydra-optuna-sweeper's `null` (LHT's): named as ours
             choice = OmegaConf.select(self._config, "hydra.runtime.choices.hparams_search")
