@@ -31,6 +31,7 @@ from ..reliability import run_dir
 from ..reliability.disk_full import disk_full_error
 from ..reliability.requeue import exit_for_the_scheduler
 from ..reliability.secrets import mask_stderr
+from . import run_data
 from .hydra_errors import hydra_errors_as_user_errors
 
 _early_signals: list[int] = []  # received before a job took over the signals
@@ -77,7 +78,7 @@ def main(
     mask_stderr()
     _early_signals.clear()
     with _handled(lambda signum, _: _early_signals.append(signum)), exit_for_the_scheduler():
-        sys.argv[1:] = report_user_errors(_command_line)(argv)
+        sys.argv[1:] = report_user_errors(_command_line)(config_name, argv)
         with hydra_errors_as_user_errors():
             config_path = str(config_dir())
             hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(
@@ -86,8 +87,9 @@ def main(
         _said_after_finish(_early_signals)  # one that came as Hydra closed the finished job
 
 
-def _command_line(argv: Callable[[Sequence[str]], list[str]] | None) -> list[str]:
+def _command_line(config_name: str, argv: Callable[[Sequence[str]], list[str]] | None) -> list[str]:
     args = with_trainer_arguments(sys.argv[1:] if argv is None else argv(sys.argv[1:]))
+    args = run_data.for_the_run_data(config_name, args)
     run_dir.note_run_dirs_on_command_line(args)
     return args
 
