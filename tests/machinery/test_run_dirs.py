@@ -162,7 +162,7 @@ def test_train_loader_order_is_a_function_of_seed_and_epoch_and_resumes_mid_epoc
     iterator = iter(first)
     taken = [int(i) for _ in range(3) for i in next(iterator)[0]]
     state = first.state_dict()
-    assert state == {"epoch": 1, "batches": 3, "seed": 1}
+    assert state == {"epoch": 1, "batches": 3, "seed": 1, "batch_size": 8}
     resumed = loader(999)  # the seed comes from the checkpoint
     resumed.load_state_dict(state)
     assert taken + order(resumed, 1) == epoch1

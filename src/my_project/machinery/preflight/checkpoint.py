@@ -148,6 +148,34 @@ def check_resumed_processes(ckpt_path: str, trainer: Any) -> None:
     )
 
 
+def check_resumed_batch_size(ckpt_path: str, batch_size: int | None) -> None:
+    """A checkpoint saved mid-epoch with another training batch size than this run's: its
+    position in the epoch counts batches of the old size, so the rest of that epoch would be
+    skipped or trained twice. Known where the loader saved its batch size (a `resumable_loader`
+    one); an epoch-end checkpoint resumes with any."""
+    checkpoint = read_checkpoint(ckpt_path)
+    fit_loop = checkpoint.get("loops", {}).get("fit_loop", {})
+    progress = fit_loop.get("epoch_loop.batch_progress", {})
+    batches = progress.get("current", {}).get("processed", 0)
+    if progress.get("is_last_batch", True) or not batches or batch_size is None:
+        return
+    states = fit_loop.get("state_dict", {}).get("combined_loader", [])
+    saved = next(
+        (s["batch_size"] for s in states if isinstance(s, dict) and s.get("batch_size")), None
+    )
+    if saved is None or saved == batch_size:
+        return
+    raise UserError(
+        f"{ckpt_path} was saved in the middle of epoch {checkpoint.get('epoch', 0)} (after "
+        f"{batches} batches of {saved} examples), and this run's training batches hold "
+        f"{batch_size}: the rest of that epoch would be counted in batches of {saved}, and "
+        f"skipped or trained twice. Resume with the batch size it had (`data.batch_size={saved}` "
+        "where the data's batch_size is the loader's) to finish the epoch, then change it from a "
+        "checkpoint saved at an epoch's end (`ckpt_path=` a run's checkpoints/epoch_*.ckpt, or "
+        "its last.ckpt once an epoch has ended)."
+    )
+
+
 def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     """The checkpoint holds finite weights of exactly this model's names and shapes (``model``
     with the layers it builds in ``setup`` or ``configure_model``, as Lightning will load it);

@@ -212,7 +212,11 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     """A fit's objects built, the model checked against the checkpoint, the training data and
     the config's schedules tried: before anything is written."""
     from ..preflight import contract, data, schedules
-    from ..preflight.checkpoint import check_checkpoint_matches, check_resumed_processes
+    from ..preflight.checkpoint import (
+        check_checkpoint_matches,
+        check_resumed_batch_size,
+        check_resumed_processes,
+    )
     from . import deferred
 
     config = masked_config(cfg)
@@ -225,7 +229,9 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     job = _job(cfg, config, data_module, model, ckpt_path)
     if fit and is_rank_zero():
         with built_from(cfg, "data"):
-            batches = data.check_training_data(data_module, job.trainer)
+            batches, batch_size = data.check_training_data(data_module, job.trainer)
+            if ckpt_path:
+                check_resumed_batch_size(ckpt_path, batch_size)
         with built_from(cfg, "trainer"):
             data.check_validation_interval(job.trainer, batches)
     elif deferred.builds_late(model):  # the data as Lightning sets it up before the model
