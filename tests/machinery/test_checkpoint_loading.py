@@ -17,6 +17,7 @@ from .helpers import (
     CONFIG_DIR,
     DOCS_STYLE,
     SEARCH_MACHINERY_CONFIGS,
+    clean_env,
     compose_config,
     pinned,
     read_metrics,
@@ -67,9 +68,16 @@ def test_an_lht_style_run_reads_back_every_checkpoint_it_wrote(
         status, answer = server.predict({"inputs": np.zeros((2, 16)).tolist()})
     assert status == 200 and np.array(answer["prob"]).shape == (2, 4), answer
 
-    result = run_entry("train", f"resume={lht_run}", "trainer.max_epochs=3")
+    # resumed as a SLURM batch job's task: none of Lightning's false warnings on a resume
+    slurm = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "train", "SLURM_NTASKS": "1"}
+    env = clean_env(**slurm, SLURM_PROCID="0", SLURM_NTASKS_PER_NODE="1", SLURM_NNODES="1")
+    result = run_entry("train", f"resume={lht_run}", "trainer.max_epochs=3", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert torch.load(lht_run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 2
+    said = result.stdout + result.stderr
+    assert "Restored all states from the checkpoint" in said, said[-3000:]
+    for false in ("Previous log files", "exists and is not empty", "SLURM auto-requeueing"):
+        assert false not in said, said[-3000:]
 
 
 def test_a_data_setting_on_eval_changes_that_key_of_the_runs_data(

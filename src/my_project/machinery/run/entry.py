@@ -48,6 +48,11 @@ def register() -> None:
     rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if _no_lightning_tips not in rank_zero_log.filters:
         rank_zero_log.addFilter(_no_lightning_tips)
+    # Under SLURM, each process of each fit and test logs that Lightning sets its requeue
+    # handler, which it does not: ours has the signal (`reliability/requeue.py`).
+    signal_log = logging.getLogger("lightning.pytorch.trainer.connectors.signal_connector")
+    if _no_false_requeue_note not in signal_log.filters:
+        signal_log.addFilter(_no_false_requeue_note)
     from ..preflight.devices import quiet_srun_hint
     from ..strategies.registry import register_strategies
 
@@ -57,6 +62,13 @@ def register() -> None:
 
 def _no_lightning_tips(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith(("💡 Tip:", "An SIGTERMException was raised"))
+
+
+def _no_false_requeue_note(record: logging.LogRecord) -> bool:
+    from ..reliability.requeue import requeue_signals
+
+    said = record.msg == "SLURM auto-requeueing enabled. Setting signal handlers."
+    return not (said and signal.SIGUSR1 in requeue_signals())
 
 
 def with_trainer_arguments(overrides: Sequence[str]) -> list[str]:
