@@ -53,9 +53,16 @@ CASES: list[tuple[str, str, str, str]] = [
         "misspelt group",
         "train",
         "expriment=digits_cnn",
-        "(Key 'expriment' is not in struct). Did you mean `experiment`?",
+        "Could not override 'expriment' (Key 'expriment' is not in struct). Did you mean "
+        "`experiment`?",
     ),
-    ("unknown key", "train", "data.batchsize=3", "Did you mean `data.batch_size`?"),
+    (
+        "unknown key",
+        "train",
+        "data.batchsize=3",
+        "Could not override 'data.batchsize' (Key 'batchsize' is not in struct). Did you mean "
+        "`data.batch_size`?",
+    ),
     ("malformed override", "train", "model.lr=[", "no viable alternative at input '['"),
     (
         "broken YAML in --config-dir",
