@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from ..distributed import is_rank_zero
 from ..errors import UserError
 from .requeue import checkpoint_to_continue
-from .run_dir import note_new_folder
+from .run_dir import held_by_another_process, in_use_message, note_new_folder
 from .secrets import MASK
 
 RESUME_KEY = "resume"
@@ -42,6 +42,8 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     # epochs: resuming again continues from there), else its start's.
     first = run_dir / ".hydra" / "overrides.yaml"
     saved_path = max(run_dir.glob(".hydra/resume_*/overrides.yaml"), default=first)
+    if held_by_another_process(run_dir):  # a run still going: it may have no checkpoint yet
+        raise UserError(f"resume={run_dir}: {in_use_message(run_dir)}")
     problem = (
         "no such run directory"
         if not run_dir.is_dir()

@@ -211,12 +211,7 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
             fcntl.flock(_held[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
             release()
-            raise UserError(
-                f"{run_dir} is in use: another process holds its lock, and two processes writing "
-                "one run directory would mix their checkpoints, metrics and logs. Wait for it to "
-                "end (or stop it), or choose another directory (leave `hydra.run.dir` out for a "
-                "new one under logs/)."
-            ) from error
+            raise UserError(in_use_message(run_dir)) from error
         except OSError:  # a filesystem without locks (some network ones): the run goes unlocked
             release()
     found = [name for name in refused if (run_dir / name).exists()]
@@ -228,6 +223,33 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
             f"overwrite. {resume if task == 'train' else 'C'}hoose another directory for the "
             "new one (leave `hydra.run.dir` and `hydra.sweep.dir` out for one under logs/)."
         )
+
+
+def in_use_message(run_dir: Path) -> str:
+    return (
+        f"{run_dir} is in use: another process holds its lock, and two processes writing "
+        "one run directory would mix their checkpoints, metrics and logs. Wait for it to "
+        "end (or stop it), or choose another directory (leave `hydra.run.dir` out for a "
+        "new one under logs/)."
+    )
+
+
+def held_by_another_process(run_dir: Path) -> bool:
+    """Whether another process holds ``run_dir`` (:func:`claim`), found without holding it."""
+    if os.name != "posix" or not run_dir.is_dir():
+        return False
+    import fcntl
+
+    handle = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # a filesystem without locks
+        return False
+    finally:
+        os.close(handle)  # closing the descriptor gives up a lock it took
+    return False
 
 
 def release() -> None:
