@@ -215,6 +215,19 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
         except OSError:  # a filesystem without locks (some network ones): the run goes unlocked
             release()
     found = [name for name in refused if (run_dir / name).exists()]
+    step = srun_task_step()
+    if found and step is not None and run_dir.name == f"slurm-{step}":
+        release()  # named for this job, not chosen: the cluster gave a job id a second time
+        resume = (
+            f"continue it with `python train.py resume={run_dir}`, or " if task == "train" else ""
+        )
+        raise UserError(
+            f"{run_dir} holds a run already ({', '.join(found)}), of an earlier SLURM job with "
+            f"this job's id ({step}): SLURM reuses job ids (numbering starts again when its "
+            "controller starts afresh), and a new run there would overwrite that one. Move the "
+            f"earlier run away ({resume}nothing of it is lost), or name this job's directory "
+            "(`hydra.run.dir=logs/train/runs/<name>` on the srun line)."
+        )
     if found:
         release()
         resume = f"Continue it with `python train.py resume={run_dir}`, or c"
