@@ -205,12 +205,18 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     if problems:
         raise UserError(
             f"ckpt_path={ckpt_path} is a checkpoint of a different model: "
-            f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Give the model "
+            f"{'; '.join(problems[:3])}{more(problems, 3)}. Give the model "
             "overrides of the run that wrote it (a `resume=` reloads that run's config)."
         )
     check_finite(ckpt_path, {k: weights[k] for k, _ in model.named_parameters() if k in weights})
     progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
     return {**progress, "logger_step": logger_step(checkpoint)}
+
+
+def more(items: list[Any], shown: int) -> str:
+    """`` (and N more)`` after the first ``shown`` of ``items`` (an ellipsis before a full stop
+    read as "....")."""
+    return f" (and {len(items) - shown} more)" if len(items) > shown else ""
 
 
 def compiled_names_differ(ours: set[str], theirs: set[str]) -> bool:
