@@ -226,5 +226,11 @@ def test_a_mid_epoch_checkpoint_on_other_devices_or_batch_size_is_refused_before
     ), message
     assert f"Resume with the batch size it had (`data.batch_size={batch_size}`" in message
     assert not (tmp_path / "b").exists() and not (tmp_path / "logs").exists()
+    # nothing left to train, of another model: refused, without the note of what would run
+    code, err = run_main_in_process(
+        "train", [*again, "+trainer.max_steps=5", "model.hidden=8"], tmp_path / "logs", monkeypatch
+    )
+    assert "is a checkpoint of a different model" in one_paragraph_error(code, err)
+    assert "Note:" not in err, err[-3000:]
     code, err = run_main_in_process("train", again, tmp_path / "logs", monkeypatch)
     assert code == 0, err[-3000:]

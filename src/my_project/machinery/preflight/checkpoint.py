@@ -106,14 +106,28 @@ def check_resumed_progress(ckpt_path: str, checkpoint: dict[str, Any], trainer: 
             unit = "epoch" if key == "max_epochs" else "step"
             if limit == count:  # Lightning would only test it, without a word
                 note = f"{ckpt_path} has trained all {count}: nothing to train, only the test"
-                if is_rank_zero():  # every process of a DDP run checks its config
-                    print(f"Note: trainer.{key}={limit}; {note} runs.", file=sys.stderr)
+                _notes.append(f"Note: trainer.{key}={limit}; {note} runs.")
                 continue
             raise UserError(
                 f"{ckpt_path} has trained {count} {unit}{'s' if count != 1 else ''}, more than "
                 f"trainer.{key}={limit} asks for. Ask for more to train further (e.g. "
                 f"`trainer.{key}={count + 10}`), or `trainer.{key}={count}` to only test it."
             )
+
+
+_notes: list[str] = []  # what a resume will do, said once every check has passed
+
+
+def forget_notes() -> None:
+    _notes.clear()
+
+
+def print_notes() -> None:
+    """The notes of the checks, once all have passed: a refused run says only its Error."""
+    if is_rank_zero():  # every process of a DDP run checks its config
+        for note in _notes:
+            print(note, file=sys.stderr)
+    _notes.clear()
 
 
 def check_resumed_processes(ckpt_path: str, trainer: Any) -> None:

@@ -216,6 +216,7 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
         check_checkpoint_matches,
         check_resumed_batch_size,
         check_resumed_processes,
+        print_notes,
     )
     from . import deferred
 
@@ -253,6 +254,7 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
         for key, node in schedules.schedule_nodes(config.get("model"), "model"):
             with built_from(cfg, key):
                 schedules.try_schedule(node, config["trainer"])
+    print_notes()  # every check passed: what the resume will do
     if is_rank_zero():
         print_config_tree(config)
     return job
