@@ -567,6 +567,7 @@ def test_bad_input_from_a_real_command_line(
     assert_one_paragraph_error(result.returncode, result.stderr, expected)
     assert not places["logs"].exists(), sorted(places["logs"].rglob("*"))
     assert SECRET not in result.stdout + result.stderr
+    assert f"{script}: " not in result.stdout  # no first line naming the directory not kept
 
 
 def test_a_failed_check_leaves_an_existing_run_directory_and_its_files(

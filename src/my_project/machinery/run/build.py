@@ -218,7 +218,7 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
         check_resumed_processes,
         print_notes,
     )
-    from . import deferred
+    from . import deferred, entry
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
@@ -254,7 +254,8 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
         for key, node in schedules.schedule_nodes(config.get("model"), "model"):
             with built_from(cfg, key):
                 schedules.try_schedule(node, config["trainer"])
-    print_notes()  # every check passed: what the resume will do
+    entry.announce_run_dir()  # every check passed
+    print_notes()  # what the resume will do
     if is_rank_zero():
         print_config_tree(config)
     return job
@@ -272,6 +273,7 @@ def _job(cfg: DictConfig, config: dict[str, Any], data: Any, model: Any, ckpt: s
 def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
     """The checkpoint's model (rebuilt from its own hyperparameters), the data, a Trainer."""
     from ..preflight import contract
+    from . import entry
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
@@ -279,6 +281,7 @@ def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
     job = _job(cfg, config, data, None, ckpt_path)
     job.model = load_model(cfg.model._target_, ckpt_path, "test", data, job.trainer)
     contract.check_model_fits_data(job.model, data, data_name(cfg))
+    entry.announce_run_dir()  # every check passed
     if is_rank_zero():
         print_config_tree(config)
     return job

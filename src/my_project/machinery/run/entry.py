@@ -130,15 +130,18 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
     @functools.wraps(task)
     def job(cfg: DictConfig) -> Any:
         _stop_if_signalled()
-        if is_rank_zero() and (output_dir := job_output_dir()):
-            print(f"{cfg.get('task_name', 'run')}: {shown_path(output_dir)}", flush=True)
+        output_dir = job_output_dir()
+        named = [f"{cfg.get('task_name', 'run')}: {shown_path(output_dir)}"] if output_dir else []
+        _run_dir_line[:] = named  # said once the job's checks have passed
         with exit_for_the_scheduler(), stop_signals(cfg):
             try:
                 result = task(cfg)
+                announce_run_dir()  # a task that said it at no point
             except Exception as error:
                 user_error = user_error_in(error) or disk_full_error(error, job_output_dir())
                 if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
                     remove_untouched_run_dir()  # a failure before the first file: no orphan
+                    _announce_if_kept()
                     raise
                 if is_rank_zero() or not user_error.every_rank:
                     report(user_error)
@@ -146,10 +149,12 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                 if bad_input:
                     _end_launched_processes()
                 remove_untouched_run_dir(nothing_ran=bad_input, nothing_kept=bad_input, cfg=cfg)
+                _announce_if_kept()
                 sys.exit(user_error.exit_code)
             except SystemExit as stop:  # stopped by a signal (`execute.stops_cleanly`)
                 if stop.code in _STOP_EXITS:
                     remove_untouched_run_dir(nothing_kept=True, cfg=cfg)
+                _announce_if_kept()
                 raise
         _said_after_finish(_after_finish)
         return result
@@ -158,6 +163,23 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
 
 
 _STOP_EXITS = tuple(128 + s for s in (signal.SIGTERM, signal.SIGINT))
+_run_dir_line: list[str] = []  # the job's first line, `<task>: <its run directory>`
+
+
+def announce_run_dir() -> None:
+    """The job's first line, naming its run directory, once its checks have passed (before its
+    config tree): a refused run, whose directory is removed, names none."""
+    if _run_dir_line and is_rank_zero():
+        print(_run_dir_line[0], flush=True)
+    _run_dir_line.clear()
+
+
+def _announce_if_kept() -> None:
+    """A job that ended before saying its first line: said where its directory is kept."""
+    output_dir = job_output_dir()
+    if output_dir and Path(output_dir).is_dir():
+        announce_run_dir()
+    _run_dir_line.clear()
 
 
 def _end_launched_processes() -> None:
