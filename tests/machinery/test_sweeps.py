@@ -301,3 +301,34 @@ def test_multirun_gives_each_job_its_own_run_directory_and_wandb_run(tmp_path: P
             str(job),
         )
         assert float(value) == pytest.approx(read_metrics(job)["val_acc"], abs=1e-4)
+
+
+def test_the_runs_table_says_when_optimized_metric_was_not_logged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A multirun whose `optimized_metric` none of its runs logged: the table says `not logged`
+    (not None), and a note names the metrics they did log and what to set."""
+    from my_project.machinery.run.runs_table import RunsTable
+
+    for job, lr in (("0", "0.1"), ("1", "0.2"), ("2", "0.3")):
+        (tmp_path / job / ".hydra").mkdir(parents=True)
+        (tmp_path / job / ".hydra" / "overrides.yaml").write_text(f"- model.lr={lr}\n")
+        if job != "2":  # the last one failed
+            (tmp_path / job / "metrics.json").write_text('{"val/acc": 0.5, "test/acc": 0.4}\n')
+    config = OmegaConf.create(
+        {
+            "optimized_metric": "val/acc_best",
+            "hydra": {"sweeper": {"_target_": "BasicSweeper"}, "sweep": {"dir": str(tmp_path)}},
+        }
+    )
+    RunsTable().on_multirun_end(config)
+    out = capsys.readouterr().out
+    table = out[out.index("3 runs of this multirun:") :].splitlines()
+    assert [row.split()[2] for row in table[2:5]] == ["not", "not", "failed"], out
+    assert "None" not in out
+    assert table[5] == (
+        "Note: `optimized_metric=val/acc_best` was not logged by any of the runs; their "
+        "metrics.json holds test/acc, val/acc. Set `optimized_metric` to the metric to compare the "
+        "runs by (e.g. `optimized_metric=test/acc`), in the experiment's config or on the command "
+        "line."
+    ), out
