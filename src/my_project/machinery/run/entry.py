@@ -140,7 +140,9 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
             except Exception as error:
                 user_error = user_error_in(error) or disk_full_error(error, job_output_dir())
                 if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
-                    remove_untouched_run_dir()  # a failure before the first file: no orphan
+                    # the team's bug: its traceback says what happened; a directory without a
+                    # result (its config, logs) goes, as for bad input
+                    remove_untouched_run_dir(nothing_kept=True, cfg=cfg)
                     _announce_if_kept()
                     raise
                 if is_rank_zero() or not user_error.every_rank:
