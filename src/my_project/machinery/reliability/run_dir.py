@@ -251,6 +251,10 @@ def held_by_another_process(run_dir: Path) -> bool:
     """Whether another process holds ``run_dir`` (:func:`claim`), found without holding it."""
     if os.name != "posix" or not run_dir.is_dir():
         return False
+    found = run_dir.stat()
+    for held in _held:  # this process's own (an earlier job's, in a notebook or a test)
+        if (os.fstat(held).st_dev, os.fstat(held).st_ino) == (found.st_dev, found.st_ino):
+            return False
     import fcntl
 
     handle = os.open(run_dir, os.O_RDONLY)
