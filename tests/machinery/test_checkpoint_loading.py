@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from .helpers import (
     CONFIG_DIR,
@@ -49,12 +50,14 @@ def test_an_lht_style_run_reads_back_every_checkpoint_it_wrote(
     (best,) = (lht_run / "checkpoints").glob("epoch_*.ckpt")
 
     # `data.<key>=` sets a key of the run's data, one the entry's default data lacks too
-    changed = ("data.batch_size=16", "data.train_val_test_split=[512,128,89]")
+    changed = ("data.batch_size=7", "data.train_val_test_split=[512,128,89]")
     eval_dir = f"hydra.run.dir={tmp_path / 'e'}"
     result = run_entry("eval", *READ, f"ckpt_path={best}", *changed, eval_dir)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"trained them ({lht_run / 'config.yaml'}), with {' '.join(changed)};" in result.stdout
     assert read_metrics(tmp_path / "e")["test/acc"] == trained["test/acc"]
+    used = OmegaConf.load(next((tmp_path / "e").rglob("hparams.yaml"))).data
+    assert used == {**OmegaConf.load(lht_run / "config.yaml").data, "batch_size": 7}
 
     result = run_entry("predict", *READ, f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 'p'}")
     assert result.returncode == 0, result.stderr[-3000:]
