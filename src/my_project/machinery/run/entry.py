@@ -151,12 +151,12 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                 if bad_input:
                     _end_launched_processes()
                 remove_untouched_run_dir(nothing_ran=bad_input, nothing_kept=bad_input, cfg=cfg)
-                _announce_if_kept()
+                _run_dir_line.clear()  # refused before its checks passed: its Error alone
                 sys.exit(user_error.exit_code)
             except SystemExit as stop:  # stopped by a signal (`execute.stops_cleanly`)
                 if stop.code in _STOP_EXITS:
                     remove_untouched_run_dir(nothing_kept=True, cfg=cfg)
-                _announce_if_kept()
+                _run_dir_line.clear()
                 raise
         _said_after_finish(_after_finish)
         return result
@@ -177,7 +177,8 @@ def announce_run_dir() -> None:
 
 
 def _announce_if_kept() -> None:
-    """A job that ended before saying its first line: said where its directory is kept."""
+    """A bug that ended the job before its first line: said where its directory is kept (its
+    traceback follows)."""
     output_dir = job_output_dir()
     if output_dir and Path(output_dir).is_dir():
         announce_run_dir()
