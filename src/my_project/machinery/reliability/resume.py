@@ -42,7 +42,9 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     # epochs: resuming again continues from there), else its start's.
     first = run_dir / ".hydra" / "overrides.yaml"
     saved_path = max(run_dir.glob(".hydra/resume_*/overrides.yaml"), default=first)
-    if held_by_another_process(run_dir):  # a run still going: it may have no checkpoint yet
+    # a run still going (it may have no checkpoint yet); the launcher's own processes (DDP's
+    # other ranks, srun's other tasks) rerun this command while it holds the directory
+    if is_rank_zero() and held_by_another_process(run_dir):
         raise UserError(f"resume={run_dir}: {in_use_message(run_dir)}")
     problem = (
         "no such run directory"
