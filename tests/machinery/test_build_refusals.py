@@ -661,18 +661,21 @@ def test_a_bug_in_the_teams_module_under_eval_shows_its_line(
     assert not (tmp_path / "logs").exists()
 
 
-def test_a_bug_in_the_teams_test_loader_under_predict_shows_its_line(
-    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("script", ["predict", "eval"])
+def test_a_bug_in_the_teams_test_loader_shows_its_line_and_leaves_no_run_directory(
+    script: str, trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Under eval.py the bug comes as the Trainer tests, once the run directory holds its
+    config and logs: without a result, it goes too; the traceback says what happened."""
     body = (
         "class Data(LitDataModule):\n"
         "    def test_dataloader(self):\n"
         "        return torch.utils.data.DataLoader(self.tset_set, batch_size=self.batch_size)\n"
     )
-    path = teams_module(tmp_path, "team_predict", body, monkeypatch)
+    path = teams_module(tmp_path, f"team_{script}", body, monkeypatch)
     args = [*DOCS_STYLE_EVAL, f"ckpt_path={trained}/checkpoints/last.ckpt"]
     code, err = run_main_in_process(
-        "predict", [*args, "data._target_=team_predict.Data"], tmp_path / "logs", monkeypatch
+        script, [*args, f"data._target_=team_{script}.Data"], tmp_path / "logs", monkeypatch
     )
     assert_teams_traceback(code, err, path, "self.tset_set", "has no attribute 'tset_set'")
     assert not (tmp_path / "logs").exists()

@@ -7,6 +7,7 @@ writes them, test_zoo.py). A compiled network's checkpoint loads into the uncomp
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -105,8 +106,10 @@ def test_a_late_model_is_checked_against_a_resumes_checkpoint(trained: Path) -> 
     deferred.build_layers(other, "fit", Trainer(accelerator="cpu", logger=False), data)
     with pytest.raises(
         UserError, match=r"is a checkpoint of a different model: net\.0\.weight missing"
-    ):
+    ) as refused:
         check_checkpoint_matches(str(trained / "checkpoints" / "last.ckpt"), other)
+    # the differences past the first three are counted, not an ellipsis before the full stop
+    assert re.search(r" \(and \d+ more\)\. Give the model", str(refused.value)), refused.value
 
 
 def test_a_compiled_networks_weights_load_into_the_uncompiled_network() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,23 @@ def test_learning_curves_number_epochs_as_the_checkpoints_do(
     assert [line.get_label() for line in loss.lines] == ["train", "val"]
     (val,) = acc.lines
     assert list(val.get_xdata()) == list(range(epochs))  # epochs from 0
+
+
+def test_a_test_set_that_cannot_be_plotted_is_said_once_by_rank_0(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every DDP process finds the batches are not (inputs, targets): rank 0 alone says so."""
+    from types import SimpleNamespace
+
+    from my_project.machinery.callbacks.plots import PlotCallback
+
+    said = []
+    for rank in (0, 1):
+        plots = PlotCallback(str(tmp_path))
+        trainer = SimpleNamespace(is_global_zero=rank == 0)
+        with caplog.at_level(logging.INFO, logger=PlotCallback.__module__):
+            plots.on_test_batch_end(trainer, None, None, {"x": 1}, 0)  # type: ignore[arg-type]
+        said.append([r.getMessage() for r in caplog.records])
+        caplog.clear()
+    why = "TypeError: test batches are not (inputs, targets, ...)"
+    assert said == [[f"Plots: no test-set plot ({why})."], []]

@@ -186,12 +186,13 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
     assert checkpoint(run_dir)["global_step"] == PAUSE_STEP
 
 
-def test_a_mid_epoch_checkpoint_on_other_devices_is_refused_before_anything_runs(
+def test_a_mid_epoch_checkpoint_on_other_devices_or_batch_size_is_refused_before_anything_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Saved after step 5 of a 16-batch epoch by one process, resumed on two: the position in
-    the epoch counts one process's batches, so the rest of the epoch would be skipped. Refused
-    in one paragraph that says how to continue; the same devices resume it."""
+    """Saved after step 5 of a 16-batch epoch by one process, resumed on two (or with another
+    batch size): the position in the epoch counts one process's batches (of the old size), so
+    the rest of the epoch would be skipped. Refused in one paragraph that says how to continue;
+    the same devices resume it."""
     from .helpers import one_paragraph_error, run_main_in_process
 
     run = tmp_path / "run"
@@ -199,7 +200,10 @@ def test_a_mid_epoch_checkpoint_on_other_devices_is_refused_before_anything_runs
     code, err = run_main_in_process("train", [*args, "test=false"], tmp_path / "a", monkeypatch)
     assert code == 0, err[-3000:]
     checkpoint = run / "checkpoints" / "last.ckpt"
-    assert torch.load(checkpoint, weights_only=True)["global_step"] == 5
+    saved = torch.load(checkpoint, weights_only=True)
+    assert saved["global_step"] == 5
+    (loader,) = saved["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    batch_size = loader["batch_size"]
     again = [*RUN, f"ckpt_path={checkpoint}", "test=false", f"hydra.run.dir={tmp_path / 'b'}"]
     code, err = run_main_in_process(
         "train", [*again, "trainer.devices=2"], tmp_path / "logs", monkeypatch
@@ -211,5 +215,22 @@ def test_a_mid_epoch_checkpoint_on_other_devices_is_refused_before_anything_runs
     ), message
     assert "Resume with the devices it had (`trainer.devices=1` on one machine)" in message
     assert not (tmp_path / "b").exists() and not (tmp_path / "logs").exists()
+    # another batch size: the position counts batches of the old size
+    code, err = run_main_in_process(
+        "train", [*again, f"data.batch_size={batch_size + 3}"], tmp_path / "logs", monkeypatch
+    )
+    message = one_paragraph_error(code, err)
+    assert message.startswith(
+        f"Error: {checkpoint} was saved in the middle of epoch 0 (after 5 batches of "
+        f"{batch_size} examples), and this run's training batches hold {batch_size + 3}"
+    ), message
+    assert f"Resume with the batch size it had (`data.batch_size={batch_size}`" in message
+    assert not (tmp_path / "b").exists() and not (tmp_path / "logs").exists()
+    # nothing left to train, of another model: refused, without the note of what would run
+    code, err = run_main_in_process(
+        "train", [*again, "+trainer.max_steps=5", "model.hidden=8"], tmp_path / "logs", monkeypatch
+    )
+    assert "is a checkpoint of a different model" in one_paragraph_error(code, err)
+    assert "Note:" not in err, err[-3000:]
     code, err = run_main_in_process("train", again, tmp_path / "logs", monkeypatch)
     assert code == 0, err[-3000:]

@@ -176,7 +176,7 @@ def test_train_loader_order_is_a_function_of_seed_and_epoch_and_resumes_mid_epoc
     iterator = iter(first)
     taken = [int(i) for _ in range(3) for i in next(iterator)[0]]
     state = first.state_dict()
-    assert state == {"epoch": 1, "batches": 3, "seed": 1}
+    assert state == {"epoch": 1, "batches": 3, "seed": 1, "batch_size": 8}
     resumed = loader(999)  # the seed comes from the checkpoint
     resumed.load_state_dict(state)
     assert taken + order(resumed, 1) == epoch1
@@ -233,8 +233,8 @@ time.sleep(120)
 def test_a_second_process_is_refused_while_another_holds_the_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`resume=` of a directory another process holds, or eval into it: refused at once; once
-    that process is killed (kill -9), nothing stale is left."""
+    """`resume=` of a directory another process holds (before its first checkpoint too), or eval
+    into it: refused at once; once that process is killed (kill -9), nothing stale is left."""
     run = finished_run(tmp_path / "run")
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True, env=clean_env()
@@ -249,6 +249,11 @@ def test_a_second_process_is_refused_while_another_holds_the_directory(
         code, err = run_main_in_process("eval", args, tmp_path, monkeypatch)
         assert f"{run} is in use" in one_paragraph_error(code, err)
         assert snapshot(run) == before
+        # a run still going that has saved no checkpoint yet: in use too, not "no checkpoint"
+        (run / "checkpoints").rename(tmp_path / "saved")
+        code, err = run_main_in_process("train", [f"resume={run}"], tmp_path, monkeypatch)
+        assert f"resume={run}: {run} is in use: another" in one_paragraph_error(code, err)
+        (tmp_path / "saved").rename(run / "checkpoints")
     finally:
         holder.kill()
         holder.wait()

@@ -152,3 +152,32 @@ def test_a_signal_after_the_run_finished_gets_its_line_and_keeps_everything(
     )
     assert "test_acc" in read_metrics(run_dir)
     assert list((run_dir / "checkpoints").glob("*.ckpt"))
+
+
+def test_sigusr1_after_the_run_finished_ends_the_slurm_job_as_finished(tmp_path: Path) -> None:
+    """SLURM's `--signal=USR1@N` can come once the run is done (its records written, or as the
+    process exits): there is nothing to save or requeue, so the job ends as the finished run
+    it is, exit status 0 (not killed by the signal: FAILED). A plain `python`: the warm
+    processes end without the interpreter's exit, where Python restores the default action."""
+    import subprocess
+
+    run_dir = tmp_path / "run"
+    slurm = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "train", "SLURM_NTASKS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *pinned([*RUN, f"hydra.run.dir={run_dir}"])],
+        cwd=ROOT,
+        env=clean_env(**slurm, SLURM_PROCID="0", SLURM_NTASKS_PER_NODE="1", SLURM_NNODES="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    while not (run_dir / "metrics.json").exists():  # written once the run has finished
+        assert process.poll() is None, process.communicate()[0][-3000:]
+        time.sleep(0.05)
+    while process.poll() is None:  # the signal in every moment left, to the process's end
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(0.02)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output[-3000:]
+    assert not any(said in output for said in ("Stopped by", "Requeued", "scontrol")), output
+    assert "test_acc" in read_metrics(run_dir)

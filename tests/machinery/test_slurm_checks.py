@@ -155,6 +155,24 @@ def test_a_job_that_is_not_a_restart_of_the_runs_own_is_refused_as_any_new_run(
         run_dir.claim(folder, ("checkpoints",), "train")
 
 
+def test_a_job_whose_id_an_earlier_job_had_is_refused_saying_slurm_reused_it(
+    slurm: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The directory is named for the job (`slurm-<job>`), not chosen: the refusal says SLURM
+    gave the id again, not to leave `hydra.run.dir` out (it was)."""
+    folder = run_of_job(tmp_path / "slurm-4242", "4242")
+    assert not requeue.decide(folder, "train")
+    with pytest.raises(UserError) as refused:
+        run_dir.claim(folder, ("checkpoints",), "train")
+    message = str(refused.value)
+    assert message.startswith(
+        f"{folder} holds a run already (checkpoints), of an earlier SLURM job with this job's id "
+        "(4242): SLURM reuses job ids"
+    ), message
+    assert f"resume={folder}" in message and "`hydra.run.dir=logs/train/runs/<name>`" in message
+    assert "leave `hydra.run.dir`" not in message
+
+
 def test_a_restart_before_the_first_checkpoint_starts_the_run_again_in_its_directory(
     slurm: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -414,3 +414,34 @@ def test_trials_in_parallel_are_refused_in_one_paragraph(
         OptunaSweeper(n_jobs=4).sweep([])
     assert stop.value.code == 2
     assert "hydra.sweeper.n_jobs=4 asks for trials in parallel" in capsys.readouterr().err
+
+
+def test_the_runs_table_says_when_optimized_metric_was_not_logged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A multirun whose `optimized_metric` none of its runs logged: the table says `not logged`
+    (not None), and a note names the metrics they did log and what to set."""
+    from my_project.machinery.run.runs_table import RunsTable
+
+    for job, lr in (("0", "0.1"), ("1", "0.2"), ("2", "0.3")):
+        (tmp_path / job / ".hydra").mkdir(parents=True)
+        (tmp_path / job / ".hydra" / "overrides.yaml").write_text(f"- model.lr={lr}\n")
+        if job != "2":  # the last one failed
+            (tmp_path / job / "metrics.json").write_text('{"val/acc": 0.5, "test/acc": 0.4}\n')
+    config = OmegaConf.create(
+        {
+            "optimized_metric": "val/acc_best",
+            "hydra": {"sweeper": {"_target_": "BasicSweeper"}, "sweep": {"dir": str(tmp_path)}},
+        }
+    )
+    RunsTable().on_multirun_end(config)
+    out = capsys.readouterr().out
+    table = out[out.index("3 runs of this multirun:") :].splitlines()
+    assert [row.split()[2] for row in table[2:5]] == ["not", "not", "failed"], out
+    assert "None" not in out
+    assert table[5] == (
+        "Note: `optimized_metric=val/acc_best` was not logged by any of the runs; their "
+        "metrics.json holds test/acc, val/acc. Set `optimized_metric` to the metric to compare the "
+        "runs by (e.g. `optimized_metric=test/acc`), in the experiment's config or on the command "
+        "line."
+    ), out

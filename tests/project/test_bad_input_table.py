@@ -65,9 +65,16 @@ CASES: list[tuple[str, str, str, str]] = [
         "misspelt group",
         "train",
         "expriment=digits_cnn",
-        "(Key 'expriment' is not in struct). Did you mean `experiment`?",
+        "Could not override 'expriment' (Key 'expriment' is not in struct). Did you mean "
+        "`experiment`?",
     ),
-    ("unknown key", "train", "data.batchsize=3", "Did you mean `data.batch_size`?"),
+    (
+        "unknown key",
+        "train",
+        "data.batchsize=3",
+        "Could not override 'data.batchsize' (Key 'batchsize' is not in struct). Did you mean "
+        "`data.batch_size`?",
+    ),
     ("malformed override", "train", "model.lr=[", "no viable alternative at input '['"),
     (
         "broken YAML in --config-dir",
@@ -572,6 +579,7 @@ def test_bad_input_from_a_real_command_line(
     assert_one_paragraph_error(result.returncode, result.stderr, expected)
     assert not places["logs"].exists(), sorted(places["logs"].rglob("*"))
     assert SECRET not in result.stdout + result.stderr
+    assert f"{script}: " not in result.stdout  # no first line naming the directory not kept
 
 
 def test_a_failed_check_leaves_an_existing_run_directory_and_its_files(

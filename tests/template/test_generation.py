@@ -450,6 +450,7 @@ def test_without_git_the_walk_finds_the_same_files(gen: ModuleType, tmp_path: Pa
         ".venv-ci/bin/python",
         "data/mnist/train.idx",
         "outputs/last.ckpt",
+        "slurm-7.out",  # an sbatch job's log
     ):
         (copy / artifact).parent.mkdir(parents=True, exist_ok=True)
         (copy / artifact).write_text("artifact")

@@ -114,7 +114,8 @@ class PlotCallback(Callback):
             with torch.no_grad():
                 predicted, target = pl_module(batch[0]).detach(), batch[1].detach()
         except Exception as error:  # a forward that takes more than the inputs, ...
-            log.info(f"Plots: no test-set plot ({type(error).__name__}: {error}).")
+            if trainer.is_global_zero:  # every process finds it: said once
+                log.info(f"Plots: no test-set plot ({type(error).__name__}: {error}).")
             self._test = None
             return
         kept.append(predicted.float().cpu())

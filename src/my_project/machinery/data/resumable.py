@@ -92,6 +92,7 @@ class ResumableDataLoader(DataLoader):
             "epoch": self.epoch,
             "batches": self.batches,
             "seed": getattr(self.sampler, "seed", None),
+            "batch_size": self.batch_size,  # what `batches` counts (a resume refuses another)
         }
 
     @property

@@ -14,7 +14,12 @@ from ..errors import UserError
 from ..reliability.resume import resolve_checkpoint_path
 from ..reliability.secrets import protect_run_secrets
 from .added_keys import check_added_keys_are_read
-from .checkpoint import check_checkpoint_path, check_resumed_progress, read_checkpoint
+from .checkpoint import (
+    check_checkpoint_path,
+    check_resumed_progress,
+    forget_notes,
+    read_checkpoint,
+)
 from .devices import check_devices, check_nodes_launched
 from .loggers import check_logger_settings
 from .monitor import check_callback_monitors
@@ -25,6 +30,7 @@ __all__ = ["check_config", "check_devices", "check_trainer_types"]
 
 def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str | None:
     """The checks that need only the config; return the checkpoint path, ``last`` resolved."""
+    forget_notes()
     resolved = check_config_resolves(cfg)
     protect_run_secrets(resolved)  # before any message could show one
     check_added_keys_are_read(cfg)

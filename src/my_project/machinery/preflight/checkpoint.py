@@ -106,14 +106,28 @@ def check_resumed_progress(ckpt_path: str, checkpoint: dict[str, Any], trainer: 
             unit = "epoch" if key == "max_epochs" else "step"
             if limit == count:  # Lightning would only test it, without a word
                 note = f"{ckpt_path} has trained all {count}: nothing to train, only the test"
-                if is_rank_zero():  # every process of a DDP run checks its config
-                    print(f"Note: trainer.{key}={limit}; {note} runs.", file=sys.stderr)
+                _notes.append(f"Note: trainer.{key}={limit}; {note} runs.")
                 continue
             raise UserError(
                 f"{ckpt_path} has trained {count} {unit}{'s' if count != 1 else ''}, more than "
                 f"trainer.{key}={limit} asks for. Ask for more to train further (e.g. "
                 f"`trainer.{key}={count + 10}`), or `trainer.{key}={count}` to only test it."
             )
+
+
+_notes: list[str] = []  # what a resume will do, said once every check has passed
+
+
+def forget_notes() -> None:
+    _notes.clear()
+
+
+def print_notes() -> None:
+    """The notes of the checks, once all have passed: a refused run says only its Error."""
+    if is_rank_zero():  # every process of a DDP run checks its config
+        for note in _notes:
+            print(note, file=sys.stderr)
+    _notes.clear()
 
 
 def check_resumed_processes(ckpt_path: str, trainer: Any) -> None:
@@ -148,6 +162,34 @@ def check_resumed_processes(ckpt_path: str, trainer: Any) -> None:
     )
 
 
+def check_resumed_batch_size(ckpt_path: str, batch_size: int | None) -> None:
+    """A checkpoint saved mid-epoch with another training batch size than this run's: its
+    position in the epoch counts batches of the old size, so the rest of that epoch would be
+    skipped or trained twice. Known where the loader saved its batch size (a `resumable_loader`
+    one); an epoch-end checkpoint resumes with any."""
+    checkpoint = read_checkpoint(ckpt_path)
+    fit_loop = checkpoint.get("loops", {}).get("fit_loop", {})
+    progress = fit_loop.get("epoch_loop.batch_progress", {})
+    batches = progress.get("current", {}).get("processed", 0)
+    if progress.get("is_last_batch", True) or not batches or batch_size is None:
+        return
+    states = fit_loop.get("state_dict", {}).get("combined_loader", [])
+    saved = next(
+        (s["batch_size"] for s in states if isinstance(s, dict) and s.get("batch_size")), None
+    )
+    if saved is None or saved == batch_size:
+        return
+    raise UserError(
+        f"{ckpt_path} was saved in the middle of epoch {checkpoint.get('epoch', 0)} (after "
+        f"{batches} batches of {saved} examples), and this run's training batches hold "
+        f"{batch_size}: the rest of that epoch would be counted in batches of {saved}, and "
+        f"skipped or trained twice. Resume with the batch size it had (`data.batch_size={saved}` "
+        "where the data's batch_size is the loader's) to finish the epoch, then change it from a "
+        "checkpoint saved at an epoch's end (`ckpt_path=` a run's checkpoints/epoch_*.ckpt, or "
+        "its last.ckpt once an epoch has ended)."
+    )
+
+
 def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     """The checkpoint holds finite weights of exactly this model's names and shapes (``model``
     with the layers it builds in ``setup`` or ``configure_model``, as Lightning will load it);
@@ -177,12 +219,18 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     if problems:
         raise UserError(
             f"ckpt_path={ckpt_path} is a checkpoint of a different model: "
-            f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Give the model "
+            f"{'; '.join(problems[:3])}{more(problems, 3)}. Give the model "
             "overrides of the run that wrote it (a `resume=` reloads that run's config)."
         )
     check_finite(ckpt_path, {k: weights[k] for k, _ in model.named_parameters() if k in weights})
     progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
     return {**progress, "logger_step": logger_step(checkpoint)}
+
+
+def more(items: list[Any], shown: int) -> str:
+    """`` (and N more)`` after the first ``shown`` of ``items`` (an ellipsis before a full stop
+    read as "....")."""
+    return f" (and {len(items) - shown} more)" if len(items) > shown else ""
 
 
 def compiled_names_differ(ours: set[str], theirs: set[str]) -> bool:

@@ -9,11 +9,14 @@ from typing import Any
 from ..errors import UserError
 
 
-def check_training_data(datamodule: Any, trainer: Any, typed: Any = None) -> int | None:
+def check_training_data(
+    datamodule: Any, trainer: Any, typed: Any = None
+) -> tuple[int | None, int | None]:
     """``prepare_data``, ``setup("fit")`` and ``train_dataloader()`` with the Trainer attached;
     the batch size against the training split, named as ``typed`` (the config's
     `data.batch_size`), which a data module may divide among the processes as LHT's does.
-    Returns an epoch's batches in one process."""
+    Returns an epoch's batches in one process and the training loader's batch size (``None``
+    where either is unknown)."""
     datamodule.trainer = trainer
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -22,7 +25,7 @@ def check_training_data(datamodule: Any, trainer: Any, typed: Any = None) -> int
     try:
         size, batches = len(loader.dataset), len(loader)
     except (TypeError, AttributeError):
-        return None  # an iterable data set (or batches made by other means) has no length
+        return None, batch_size  # an iterable data set (or batches made otherwise): no length
     if size == 0:
         raise UserError("The training split is empty; check the data directory and fractions.")
     if batch_size is not None and batch_size > size:
@@ -30,7 +33,7 @@ def check_training_data(datamodule: Any, trainer: Any, typed: Any = None) -> int
         raise UserError(_batch_over_split(batch_size, size, typed, world))
     batches = math.ceil(batches / max(trainer.world_size, 1))
     limit = trainer.limit_train_batches
-    return int(batches * limit) if isinstance(limit, float) else min(batches, limit)
+    return int(batches * limit) if isinstance(limit, float) else min(batches, limit), batch_size
 
 
 def _batch_over_split(batch_size: int, size: int, typed: Any, world: int) -> str:

@@ -13,7 +13,7 @@ limit, Lightning's convention) or submitit's ``SIGUSR2``, stops the run as SIGTE
 process at one step, ``last.ckpt`` saved), then requeues the job. Lightning's own handler saves
 from inside the signal handler: under DDP a checkpoint is a collective (every process's state is
 gathered into it), met at whatever point each process was; Lightning installs it only where the
-signal has no handler yet.
+signal has no handler yet. Once the run has finished, the requeue signals are ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -122,7 +123,7 @@ def requeue_signals() -> tuple[int, ...]:
     submitit handles it (its launcher asks for `--signal=USR2@90`)."""
     if slurm_batch_job() is None or not hasattr(signal, "SIGUSR1"):
         return ()
-    submitit = callable(signal.getsignal(signal.SIGUSR2))
+    submitit = callable(signal.getsignal(signal.SIGUSR2)) or signal.SIGUSR2 in _wrapped
     return (signal.SIGUSR1, *((signal.SIGUSR2,) if submitit else ()))
 
 
@@ -130,9 +131,18 @@ def take_requeue_signals(handler: Callable[[int, Any], None]) -> None:
     """``handler`` for the requeue signals, keeping submitit's to requeue with (main thread)."""
     for signum in requeue_signals():
         previous = signal.getsignal(signum)
-        if previous is not handler:
+        if callable(previous) and previous is not handler:
             _wrapped[signum] = previous
         signal.signal(signum, handler)
+
+
+def ignore_requeue_signals() -> None:
+    """Once a run has finished, a requeue signal has nothing to save or requeue: ignored until
+    a next job takes it. Left to a Python handler, one that came as the process exits would
+    kill it (Python restores the default action at its exit): a finished job ended FAILED."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in requeue_signals():
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def requeue_after(exit_code: int | None) -> None:

@@ -8,7 +8,9 @@ typed ``ckpt_path=``). Hydra's record of it goes to ``.hydra/resume_<time>/``.
 from __future__ import annotations
 
 import csv
+import re
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from omegaconf import OmegaConf
 from ..distributed import is_rank_zero
 from ..errors import UserError
 from .requeue import checkpoint_to_continue
-from .run_dir import note_new_folder
+from .run_dir import held_by_another_process, in_use_message, note_new_folder
 from .secrets import MASK
 
 RESUME_KEY = "resume"
@@ -40,6 +42,10 @@ def expand_resume_argument(argv: Sequence[str]) -> list[str]:
     # epochs: resuming again continues from there), else its start's.
     first = run_dir / ".hydra" / "overrides.yaml"
     saved_path = max(run_dir.glob(".hydra/resume_*/overrides.yaml"), default=first)
+    # a run still going (it may have no checkpoint yet); the launcher's own processes (DDP's
+    # other ranks, srun's other tasks) rerun this command while it holds the directory
+    if is_rank_zero() and held_by_another_process(run_dir):
+        raise UserError(f"resume={run_dir}: {in_use_message(run_dir)}")
     problem = (
         "no such run directory"
         if not run_dir.is_dir()
@@ -130,20 +136,39 @@ def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | No
 def keep_csv_history(loggers: list[Any], resumed_step: int) -> None:
     """Keep the rows before ``resumed_step`` (`preflight.checkpoint.logger_step`) that an earlier
     part of this run wrote to `metrics.csv`, which Lightning's CSV logger deletes when it starts
-    (the resumed run logs the later ones again)."""
+    (the resumed run logs the later ones again); without its warning that "previous log files"
+    will be deleted, false here."""
     from lightning.pytorch.loggers import CSVLogger
 
     if not is_rank_zero():
         return
     for logger in loggers:
         path = Path(logger.log_dir) / "metrics.csv" if isinstance(logger, CSVLogger) else None
-        if path is None or not path.is_file():
+        if path is None:
             continue
-        with open(path, newline="") as handle:
-            reader = csv.DictReader(handle)
-            header = list(reader.fieldnames or [])
-            rows = [r for r in reader if r.get("step") and int(r["step"]) < resumed_step]
-        writer = logger.experiment  # deletes the old file
+        header, rows = [], []
+        if path.is_file():
+            with open(path, newline="") as handle:
+                reader = csv.DictReader(handle)
+                header = list(reader.fieldnames or [])
+                rows = [r for r in reader if r.get("step") and int(r["step"]) < resumed_step]
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", _CSV_LOG_DELETED, UserWarning)
+            writer = logger.experiment  # deletes the old file
         writer.metrics_keys = sorted(set(writer.metrics_keys) | set(header))
         writer.metrics = [{k: v for k, v in r.items() if v != ""} for r in rows] + writer.metrics
         writer.save()
+
+
+_CSV_LOG_DELETED = r"Experiment logs directory .* exists and is not empty\. Previous log files in"
+
+
+def quiet_own_checkpoints_warning(output_dir: Path, callbacks: list[Any]) -> None:
+    """A resumed run's checkpoint directory holds its own checkpoints: Lightning's warning that
+    it "exists and is not empty" is false, quieted for this run's directories (by its text)."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    dirs = {str(cb.dirpath) for cb in callbacks if isinstance(cb, ModelCheckpoint) and cb.dirpath}
+    for folder in (*sorted(dirs), f"{output_dir}/", f"{Path(output_dir).resolve()}/"):
+        message = rf"Checkpoint directory {re.escape(folder)}.* exists and is not empty\.$"
+        warnings.filterwarnings("ignore", message, UserWarning)

@@ -235,15 +235,23 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
             fcntl.flock(_held[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
             release()
-            raise UserError(
-                f"{run_dir} is in use: another process holds its lock, and two processes writing "
-                "one run directory would mix their checkpoints, metrics and logs. Wait for it to "
-                "end (or stop it), or choose another directory (leave `hydra.run.dir` out for a "
-                "new one under logs/)."
-            ) from error
+            raise UserError(in_use_message(run_dir)) from error
         except OSError:  # a filesystem without locks (some network ones): the run goes unlocked
             release()
     found = [name for name in refused if (run_dir / name).exists()]
+    step = srun_task_step()
+    if found and step is not None and run_dir.name == f"slurm-{step}":
+        release()  # named for this job, not chosen: the cluster gave a job id a second time
+        resume = (
+            f"continue it with `python train.py resume={run_dir}`, or " if task == "train" else ""
+        )
+        raise UserError(
+            f"{run_dir} holds a run already ({', '.join(found)}), of an earlier SLURM job with "
+            f"this job's id ({step}): SLURM reuses job ids (numbering starts again when its "
+            "controller starts afresh), and a new run there would overwrite that one. Move the "
+            f"earlier run away ({resume}nothing of it is lost), or name this job's directory "
+            "(`hydra.run.dir=logs/train/runs/<name>` on the srun line)."
+        )
     if found:
         release()
         resume = f"Continue it with `python train.py resume={run_dir}`, or c"
@@ -252,6 +260,37 @@ def claim(run_dir: Path, refused: Sequence[str], task: str) -> None:
             f"overwrite. {resume if task == 'train' else 'C'}hoose another directory for the "
             "new one (leave `hydra.run.dir` and `hydra.sweep.dir` out for one under logs/)."
         )
+
+
+def in_use_message(run_dir: Path) -> str:
+    return (
+        f"{run_dir} is in use: another process holds its lock, and two processes writing "
+        "one run directory would mix their checkpoints, metrics and logs. Wait for it to "
+        "end (or stop it), or choose another directory (leave `hydra.run.dir` out for a "
+        "new one under logs/)."
+    )
+
+
+def held_by_another_process(run_dir: Path) -> bool:
+    """Whether another process holds ``run_dir`` (:func:`claim`), found without holding it."""
+    if os.name != "posix" or not run_dir.is_dir():
+        return False
+    found = run_dir.stat()
+    for held in _held:  # this process's own (an earlier job's, in a notebook or a test)
+        if (os.fstat(held).st_dev, os.fstat(held).st_ino) == (found.st_dev, found.st_ino):
+            return False
+    import fcntl
+
+    handle = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # a filesystem without locks
+        return False
+    finally:
+        os.close(handle)  # closing the descriptor gives up a lock it took
+    return False
 
 
 def release() -> None:

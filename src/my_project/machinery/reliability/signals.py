@@ -92,8 +92,9 @@ def forget_requests() -> None:
 def run_finished() -> None:
     """The run's work is done (training, the test; a server is up): a stop request from now on
     lets its records (``metrics.json``...) be written whole, and is said after them, in one
-    line; what the run wrote is kept."""
+    line; what the run wrote is kept. A requeue signal is ignored from now on."""
     _State.finished = True
+    requeue.ignore_requeue_signals()
 
 
 def has_finished() -> bool:

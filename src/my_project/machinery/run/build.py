@@ -212,8 +212,13 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     """A fit's objects built, the model checked against the checkpoint, the training data and
     the config's schedules tried: before anything is written."""
     from ..preflight import contract, data, schedules
-    from ..preflight.checkpoint import check_checkpoint_matches, check_resumed_processes
-    from . import deferred
+    from ..preflight.checkpoint import (
+        check_checkpoint_matches,
+        check_resumed_batch_size,
+        check_resumed_processes,
+        print_notes,
+    )
+    from . import deferred, entry
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
@@ -226,7 +231,9 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     if fit and is_rank_zero():
         with built_from(cfg, "data"):
             typed = OmegaConf.select(cfg, "data.batch_size", default=None)
-            batches = data.check_training_data(data_module, job.trainer, typed)
+            batches, batch_size = data.check_training_data(data_module, job.trainer, typed)
+            if ckpt_path:
+                check_resumed_batch_size(ckpt_path, batch_size)
         with built_from(cfg, "trainer"):
             data.check_validation_interval(job.trainer, batches)
     elif deferred.builds_late(model):  # the data as Lightning sets it up before the model
@@ -248,6 +255,8 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
         for key, node in schedules.schedule_nodes(config.get("model"), "model"):
             with built_from(cfg, key):
                 schedules.try_schedule(node, config["trainer"])
+    entry.announce_run_dir()  # every check passed
+    print_notes()  # what the resume will do
     if is_rank_zero():
         print_config_tree(config)
     return job
@@ -265,6 +274,7 @@ def _job(cfg: DictConfig, config: dict[str, Any], data: Any, model: Any, ckpt: s
 def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
     """The checkpoint's model (rebuilt from its own hyperparameters), the data, a Trainer."""
     from ..preflight import contract
+    from . import entry
 
     config = masked_config(cfg)
     seed_and_precision(cfg)
@@ -272,6 +282,7 @@ def evaluation_job(cfg: DictConfig, ckpt_path: str) -> Job:
     job = _job(cfg, config, data, None, ckpt_path)
     job.model = load_model(cfg.model._target_, ckpt_path, "test", data, job.trainer)
     contract.check_model_fits_data(job.model, data, data_name(cfg))
+    entry.announce_run_dir()  # every check passed
     if is_rank_zero():
         print_config_tree(config)
     return job

@@ -1,6 +1,7 @@
 """eval.py, predict.py, serve.py and export.py take the `model` and `data` of the run that
-wrote the checkpoint (its `config.yaml`) unless the command line names them. The model is
-rebuilt from the checkpoint's hyperparameters: a model setting on the command line is refused.
+wrote the checkpoint (its `config.yaml`) unless the command line chooses them (`data=<name>`).
+The model is rebuilt from the checkpoint's hyperparameters: a model setting on the command line
+is refused; a data setting (`data.batch_size=8`) sets that key of the run's data (`run_data.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ..distributed import is_rank_zero
 from ..errors import UserError
 from ..reliability.resume import override_key
 from ..reliability.secrets import MASK
+from . import run_data
 from .hydra_errors import describe_yaml_error
 
 
@@ -34,8 +36,9 @@ def checkpoint_run(cfg: DictConfig) -> tuple[str, dict[str, Any], Any]:
 
 def use_checkpoint_run(cfg: DictConfig, ckpt_path: str) -> None:
     """Refuse model settings on the command line; replace ``cfg.model`` and ``cfg.data`` by
-    those of the run that wrote ``ckpt_path`` where the command line names neither (a config
-    composed by code names what it wants)."""
+    those of the run that wrote ``ckpt_path`` where the command line chooses neither, the data
+    with the command line's ``data.<key>`` settings (a config composed by code names what it
+    wants)."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
@@ -48,9 +51,10 @@ def use_checkpoint_run(cfg: DictConfig, ckpt_path: str) -> None:
                 f"from the checkpoint's own hyperparameters ({ckpt_path}). Drop it to use the "
                 "checkpoint's model as trained, or pass a checkpoint of a model trained with it."
             )
-    named = {re.split(r"[./@]", override_key(o))[0] for o in overrides}
+    named = {re.split(r"[./@]", override_key(o))[0] for o in overrides} - {run_data.GROUP}
+    named |= {run_data.GROUP} if run_data.chooses_the_group(overrides) else set()
     wanted = [group for group in ("model", "data") if group not in named]
-    saved_path = Path(ckpt_path).resolve().parent.parent / "config.yaml"
+    saved_path = run_data.saved_config_path(ckpt_path)
     if not saved_path.is_file() or not (wanted or "callbacks" not in named):
         return
     try:
@@ -72,12 +76,14 @@ def use_checkpoint_run(cfg: DictConfig, ckpt_path: str) -> None:
     with open_dict(cfg):
         for group in taken:
             cfg[group] = given[group]
+    changed = run_data.apply(cfg, overrides, ckpt_path, saved_path) if "data" in taken else []
     if "callbacks" not in named:
         keep_device_guard_choice(cfg, given, saved_path)
     if taken and is_rank_zero():
+        with_changes = f", with {' '.join(changed)}" if changed else ""
         print(
             f"{' and '.join(taken).capitalize()}: as the run that wrote the checkpoint trained "
-            f"them ({saved_path}); name `{taken[0]}=...` to choose another."
+            f"them ({saved_path}){with_changes}; name `{taken[-1]}=...` to choose another."
         )
 
 

@@ -31,6 +31,7 @@ from ..reliability import run_dir
 from ..reliability.disk_full import disk_full_error
 from ..reliability.requeue import exit_for_the_scheduler
 from ..reliability.secrets import mask_stderr
+from . import run_data
 from .hydra_errors import hydra_errors_as_user_errors
 
 _early_signals: list[int] = []  # received before a job took over the signals
@@ -47,6 +48,11 @@ def register() -> None:
     rank_zero_log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if _no_lightning_tips not in rank_zero_log.filters:
         rank_zero_log.addFilter(_no_lightning_tips)
+    # Under SLURM, each process of each fit and test logs that Lightning sets its requeue
+    # handler, which it does not: ours has the signal (`reliability/requeue.py`).
+    signal_log = logging.getLogger("lightning.pytorch.trainer.connectors.signal_connector")
+    if _no_false_requeue_note not in signal_log.filters:
+        signal_log.addFilter(_no_false_requeue_note)
     from ..preflight.devices import quiet_srun_hint
     from ..strategies.registry import register_strategies
 
@@ -56,6 +62,13 @@ def register() -> None:
 
 def _no_lightning_tips(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith(("💡 Tip:", "An SIGTERMException was raised"))
+
+
+def _no_false_requeue_note(record: logging.LogRecord) -> bool:
+    from ..reliability.requeue import requeue_signals
+
+    said = record.msg == "SLURM auto-requeueing enabled. Setting signal handlers."
+    return not (said and signal.SIGUSR1 in requeue_signals())
 
 
 def with_trainer_arguments(overrides: Sequence[str]) -> list[str]:
@@ -77,7 +90,7 @@ def main(
     mask_stderr()
     _early_signals.clear()
     with _handled(lambda signum, _: _early_signals.append(signum)), exit_for_the_scheduler():
-        sys.argv[1:] = report_user_errors(_command_line)(argv)
+        sys.argv[1:] = report_user_errors(_command_line)(config_name, argv)
         with hydra_errors_as_user_errors():
             config_path = str(config_dir())
             hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(
@@ -86,8 +99,9 @@ def main(
         _said_after_finish(_early_signals)  # one that came as Hydra closed the finished job
 
 
-def _command_line(argv: Callable[[Sequence[str]], list[str]] | None) -> list[str]:
+def _command_line(config_name: str, argv: Callable[[Sequence[str]], list[str]] | None) -> list[str]:
     args = with_trainer_arguments(sys.argv[1:] if argv is None else argv(sys.argv[1:]))
+    args = run_data.for_the_run_data(config_name, args)
     run_dir.note_run_dirs_on_command_line(args)
     return args
 
@@ -116,15 +130,20 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
     @functools.wraps(task)
     def job(cfg: DictConfig) -> Any:
         _stop_if_signalled()
-        if is_rank_zero() and (output_dir := job_output_dir()):
-            print(f"{cfg.get('task_name', 'run')}: {shown_path(output_dir)}", flush=True)
+        output_dir = job_output_dir()
+        named = [f"{cfg.get('task_name', 'run')}: {shown_path(output_dir)}"] if output_dir else []
+        _run_dir_line[:] = named  # said once the job's checks have passed
         with exit_for_the_scheduler(), stop_signals(cfg):
             try:
                 result = task(cfg)
+                announce_run_dir()  # a task that said it at no point
             except Exception as error:
                 user_error = user_error_in(error) or disk_full_error(error, job_output_dir())
                 if user_error is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
-                    remove_untouched_run_dir()  # a failure before the first file: no orphan
+                    # the team's bug: its traceback says what happened; a directory without a
+                    # result (its config, logs) goes, as for bad input
+                    remove_untouched_run_dir(nothing_kept=True, cfg=cfg)
+                    _announce_if_kept()
                     raise
                 if is_rank_zero() or not user_error.every_rank:
                     report(user_error)
@@ -132,10 +151,12 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
                 if bad_input:
                     _end_launched_processes()
                 remove_untouched_run_dir(nothing_ran=bad_input, nothing_kept=bad_input, cfg=cfg)
+                _run_dir_line.clear()  # refused before its checks passed: its Error alone
                 sys.exit(user_error.exit_code)
             except SystemExit as stop:  # stopped by a signal (`execute.stops_cleanly`)
                 if stop.code in _STOP_EXITS:
                     remove_untouched_run_dir(nothing_kept=True, cfg=cfg)
+                _run_dir_line.clear()
                 raise
         _said_after_finish(_after_finish)
         return result
@@ -144,6 +165,24 @@ def as_job(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
 
 
 _STOP_EXITS = tuple(128 + s for s in (signal.SIGTERM, signal.SIGINT))
+_run_dir_line: list[str] = []  # the job's first line, `<task>: <its run directory>`
+
+
+def announce_run_dir() -> None:
+    """The job's first line, naming its run directory, once its checks have passed (before its
+    config tree): a refused run, whose directory is removed, names none."""
+    if _run_dir_line and is_rank_zero():
+        print(_run_dir_line[0], flush=True)
+    _run_dir_line.clear()
+
+
+def _announce_if_kept() -> None:
+    """A bug that ended the job before its first line: said where its directory is kept (its
+    traceback follows)."""
+    output_dir = job_output_dir()
+    if output_dir and Path(output_dir).is_dir():
+        announce_run_dir()
+    _run_dir_line.clear()
 
 
 def _end_launched_processes() -> None:

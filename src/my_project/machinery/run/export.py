@@ -66,6 +66,7 @@ def export(cfg: DictConfig) -> Path:
     named = isinstance(first, Mapping) or (
         isinstance(first, (list, tuple)) and isinstance(first[0], Mapping)
     )
+    entry.announce_run_dir()  # every check passed
     print_config_tree(config)
     with tempfile.TemporaryDirectory(prefix="export-") as scratch:  # run
         partial = Path(scratch) / "model.onnx"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,6 +88,8 @@ def explain(error: Exception) -> UserError:
     ) is not None:
         return UserError(describe_yaml_error(yaml_error))
     text = str(error).split("Config search path:")[0].replace(":\n\t", ": ").replace("\n\t", ", ")
+    if closest := _closest_keys(error):  # then Hydra's advice to add the key (`+key=`) misleads
+        text = re.sub(r"\.?\n?To append to your config use \+.*", "", text)
     message = " ".join(text.split())
     cause = str(error.__cause__ or "").strip().splitlines()
     if cause and cause[0] not in message:
@@ -96,8 +99,7 @@ def explain(error: Exception) -> UserError:
         return UserError(f"{type(error).__name__}: {message}")  # a launcher's, the OS's
     script = Path(sys.argv[0]).name
     return UserError(
-        f"{message}{_closest_keys(error)} `python {script} --help` lists the config groups and "
-        "their options."
+        f"{message}{closest} `python {script} --help` lists the config groups and their options."
     )
 
 

@@ -87,6 +87,7 @@ def predict(cfg: DictConfig) -> Path:
             "processes; pass `trainer.devices=1`."
         )
     Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)  # record what runs
+    entry.announce_run_dir()  # every check passed
     print_config_tree(config)
     print_config_tree(config, save_to=Path(cfg.paths.output_dir) / "config_tree.log")
     try:  # run

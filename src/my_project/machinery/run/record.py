@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..config import print_config_tree, shown_path
 from ..distributed import is_rank_zero
-from ..reliability.resume import keep_csv_history, newest_checkpoint
+from ..reliability.resume import keep_csv_history, newest_checkpoint, quiet_own_checkpoints_warning
 from ..reliability.secrets import masked_argv
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ def start(job: Job, save_config: bool = True) -> None:
     keeps its CSV log's rows up to the checkpoint (`resume.keep_csv_history`)."""
     if job.resumed.get("global_step"):
         keep_csv_history(job.loggers, job.resumed["logger_step"])
+        quiet_own_checkpoints_warning(job.output_dir, job.callbacks)
     if is_rank_zero():  # the Trainer knows its rank only once it runs
         job.output_dir.mkdir(parents=True, exist_ok=True)
         print_config_tree(job.config, save_to=job.output_dir / "config_tree.log")

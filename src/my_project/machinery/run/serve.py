@@ -68,6 +68,7 @@ def serve(cfg: DictConfig) -> None:
         ) from error
     output_dir = Path(cfg.paths.output_dir)  # record what runs
     output_dir.mkdir(parents=True, exist_ok=True)
+    entry.announce_run_dir()  # every check passed
     print_config_tree(config)
     print_config_tree(config, save_to=output_dir / "config_tree.log")
     url = f"http://{'localhost' if cfg.host == '127.0.0.1' else cfg.host}:{cfg.port}"
