@@ -299,8 +299,8 @@ CASES += [
         "learning rate of a partial optimizer",
         "train",
         f"!{SEARCH_MACHINERY_CONFIGS} experiment=lht_style logger=csv model.lr=0.1",
-        "Could not override 'model.lr'. To append to your config use +model.lr=0.1 (Key 'lr' is "
-        "not in struct). Did you mean `model.optimizer.lr`?",
+        "Could not override 'model.lr' (Key 'lr' is not in struct). Did you mean "
+        "`model.optimizer.lr`?",
     ),
 ]
 CASES.append(
