@@ -120,6 +120,7 @@ class Template:
     choices: dict[str, list[str]]  # the choice questions of cookiecutter.json
     licenses: dict[str, str]  # license texts by choice, with {year} and {holder}
     reserved: frozenset[str]  # top-level modules a package name would shadow
+    distributions: frozenset[str] = frozenset()  # the lock's, normalized: a slug that is one
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +207,17 @@ def read_template(root: Path, output: Path | None = None) -> Template:
     for path, entry in files.items():
         if path.endswith((".py", ".yaml")):
             reserved.update(IMPORTED.findall(entry.data.decode("utf-8")))
-    return Template(files, choices, licenses, frozenset(reserved - {"my_project"}))
+    lock = files.get("requirements/lock.txt")
+    locked = re.findall(
+        r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", lock.data.decode() if lock else "", re.M
+    )
+    distributions = frozenset(normalized(name) for name in locked)
+    return Template(files, choices, licenses, frozenset(reserved - {"my_project"}), distributions)
+
+
+def normalized(distribution: str) -> str:
+    """A distribution's name as pip compares it (PEP 503): `Scikit_Learn` is `scikit-learn`."""
+    return re.sub(r"[-_.]+", "-", distribution).lower()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,6 +276,12 @@ def problems(template: Template, answers: Mapping[str, object]) -> list[str]:
             f"package_name={package!r} is already a top-level module (the standard library, a "
             f"dependency, or one of the project's own), which the package would shadow: choose "
             f"another, e.g. '{package}_project'."
+        )
+    if normalized(slug) in template.distributions:
+        found.append(  # `pip install -e .` would replace that dependency with the project
+            f"project_slug={slug!r} is the name of a package the project installs (pip would "
+            f"uninstall it to install the project under its name): choose another, e.g. "
+            f"'{slug}-project'."
         )
     for key in ("project_name", "description", "author_name", "author_email"):
         value = str(answers.get(key, ""))

@@ -154,6 +154,47 @@ def test_a_signal_after_the_run_finished_gets_its_line_and_keeps_everything(
     assert list((run_dir / "checkpoints").glob("*.ckpt"))
 
 
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (Linux's /proc: SigCgt)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(
+        next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16
+    )
+    return bool(caught >> (signum - 1) & 1)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc")
+def test_sigusr1_while_the_job_starts_stops_it_before_the_run_began_not_kills_it(
+    tmp_path: Path,
+) -> None:
+    """SLURM sends `--signal=USR1@N` up to a minute early: with a short time limit it comes as
+    the job starts. It is taken from before Hydra composes (its default action killed the job,
+    exit 138 by the signal, FAILED, a run directory left): a stop before the run began, one
+    line, nothing kept, then the requeue (here `scontrol` fails: no such job)."""
+    import subprocess
+
+    run_dir = tmp_path / "run"
+    slurm = {"SLURM_JOB_ID": "4243", "SLURM_JOB_NAME": "train", "SLURM_NTASKS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *pinned([*RUN, f"hydra.run.dir={run_dir}"])],
+        cwd=ROOT,
+        env=clean_env(**slurm, SLURM_PROCID="0", SLURM_NTASKS_PER_NODE="1", SLURM_NNODES="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    while not _catches(process.pid, signal.SIGUSR1):
+        assert process.poll() is None, process.communicate()[0][-3000:]
+        time.sleep(0.002)
+    assert not run_dir.exists()  # taken before Hydra made the run directory
+    process.send_signal(signal.SIGUSR1)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGUSR1, output[-3000:]
+    assert "Stopped by SIGUSR1 before the run began; nothing is kept." in output, output
+    assert "Traceback" not in output and not run_dir.exists()
+
+
 def test_sigusr1_after_the_run_finished_ends_the_slurm_job_as_finished(tmp_path: Path) -> None:
     """SLURM's `--signal=USR1@N` can come once the run is done (its records written, or as the
     process exits): there is nothing to save or requeue, so the job ends as the finished run
@@ -181,3 +222,21 @@ def test_sigusr1_after_the_run_finished_ends_the_slurm_job_as_finished(tmp_path:
     assert process.returncode == 0, output[-3000:]
     assert not any(said in output for said in ("Stopped by", "Requeued", "scontrol")), output
     assert "test_acc" in read_metrics(run_dir)
+
+
+def test_a_requeue_signal_said_after_the_run_finished_ends_the_job_as_finished(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A SIGUSR1 that came during the test, taken up once the run's records were written: the
+    finished run is not requeued (it said "after the run had finished: nothing is lost", then
+    requeued the job to run the test again); a SIGTERM there still gets its line and status."""
+    from my_project.machinery.run import entry
+
+    monkeypatch.setenv("SLURM_JOB_ID", "4244")
+    monkeypatch.setenv("SLURM_JOB_NAME", "train")
+    entry._said_after_finish([signal.SIGUSR1])  # returns: the job ends with the run's status
+    assert capsys.readouterr().err == ""
+    with pytest.raises(SystemExit) as stop:
+        entry._said_after_finish([signal.SIGTERM])
+    assert stop.value.code == 128 + signal.SIGTERM
+    assert "Stopped by SIGTERM after the run had finished" in capsys.readouterr().err

@@ -24,6 +24,11 @@ from .conftest import ROOT, run_cookiecutter_cli
         ({"package_name": "json"}, "package_name='json' is already a top-level module"),
         ({"package_name": "train"}, "package_name='train' is already a top-level module"),
         ({"package_name": "sklearn"}, "package_name='sklearn' is already a top-level module"),
+        (
+            {"project_name": "Scikit-learn"},
+            "project_slug='scikit-learn' is the name of a package the project installs",
+        ),
+        ({"project_slug": "hydra-core"}, "project_slug='hydra-core' is the name of a package"),
         ({"package_name": "Acme-Vision"}, "e.g. 'acme_vision'"),
         (
             {"project_slug": "Acme Vision", "package_name": "acme_vision"},

@@ -131,7 +131,8 @@ def take_requeue_signals(handler: Callable[[int, Any], None]) -> None:
     """``handler`` for the requeue signals, keeping submitit's to requeue with (main thread)."""
     for signum in requeue_signals():
         previous = signal.getsignal(signum)
-        if callable(previous) and previous is not handler:
+        ours = previous is handler or getattr(previous, "before_the_run", False)
+        if callable(previous) and not ours:
             _wrapped[signum] = previous
         signal.signal(signum, handler)
 
@@ -165,7 +166,7 @@ def requeue_after(exit_code: int | None) -> None:
     if result.returncode == 0:
         print(
             f"Requeued SLURM job {job}: when it starts again, it continues this run from its "
-            "newest checkpoint.",
+            "newest checkpoint (or starts it again where it had none).",
             file=sys.stderr,
             flush=True,
         )

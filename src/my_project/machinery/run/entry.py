@@ -29,7 +29,7 @@ from ..distributed import at_stop_while_blocked, die_with_launcher, is_rank_zero
 from ..errors import UserError, report, report_user_errors, user_error_in
 from ..reliability import run_dir
 from ..reliability.disk_full import disk_full_error
-from ..reliability.requeue import exit_for_the_scheduler
+from ..reliability.requeue import exit_for_the_scheduler, requeue_signals
 from ..reliability.secrets import mask_stderr
 from . import run_data
 from .hydra_errors import hydra_errors_as_user_errors
@@ -89,7 +89,8 @@ def main(
     die_with_launcher()  # a DDP child: first thing, end with the process that started it
     mask_stderr()
     _early_signals.clear()
-    with _handled(lambda signum, _: _early_signals.append(signum)), exit_for_the_scheduler():
+    with _handled(_before_the_run), exit_for_the_scheduler():
+        _take_early_requeue_signals()
         sys.argv[1:] = report_user_errors(_command_line)(config_name, argv)
         with hydra_errors_as_user_errors():
             config_path = str(config_dir())
@@ -97,6 +98,23 @@ def main(
                 as_job(task)
             )()
         _said_after_finish(_early_signals)  # one that came as Hydra closed the finished job
+
+
+def _before_the_run(signum: int, _frame: Any) -> None:
+    _early_signals.append(signum)
+
+
+_before_the_run.before_the_run = True  # type: ignore[attr-defined]
+
+
+def _take_early_requeue_signals() -> None:
+    """SLURM's requeue signal (`--signal=USR1@N`, sent up to a minute early) while Python imports
+    and Hydra composes: a stop before the run began, as SIGTERM's is, then the requeue. Its
+    default action killed the job (FAILED, exit 138). Left set: the run's handlers replace it."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in requeue_signals():
+            if signum == signal.SIGUSR1:  # submitit's SIGUSR2 is its own handler's
+                signal.signal(signum, _before_the_run)
 
 
 def _command_line(config_name: str, argv: Callable[[Sequence[str]], list[str]] | None) -> list[str]:
@@ -194,7 +212,9 @@ def _end_launched_processes() -> None:
 
 
 def _said_after_finish(received: list[int]) -> None:
-    """A stop signal that came once the run had finished: it is all there, said in one line."""
+    """A stop signal that came once the run had finished: it is all there, said in one line. A
+    requeue signal then has nothing to save or requeue: the job ends as the finished run it is."""
+    received = [signum for signum in received if signum not in requeue_signals()]
     if not received:
         return
     if is_rank_zero():
