@@ -90,7 +90,7 @@ lint: $(INSTALLED)  ## ruff lint, ruff format check, mypy, import layers (what C
 # make lint's checks, by the Python $(1) and its environment's tools; $(2): mypy's options.
 # import-linter has no `python -m` form: its `lint-imports` command, run by that Python.
 define lint_with
-	$(1) -m ruff check .
+	$(1) -m ruff check . || { echo 'make lint: `make format` fixes what ruff marks [*] above (import order among them); then `make lint` again.' >&2; exit 1; }
 	$(1) -m ruff format --check . || { echo 'make lint: the layout of the files above differs from ruff'\''s (whitespace and line breaks): `make format` rewrites it; then `make lint` again.' >&2; exit 1; }
 	$(1) -m mypy $(2)
 	$(1) -c "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())" --no-cache
