@@ -28,6 +28,10 @@ from .helpers import DOCS_STYLE, FAST, compose_config, run_entry
         ("model.lr=fast", "`model.lr='fast'` must be a number, not str"),
         ("model.hidden=[5]", "`model.hidden=[5]` must be an integer, not list"),
         ("data.num_features=1.5", "`data.num_features=1.5` must be an integer, not float"),
+        (  # the key typed, not the settings that take it as ${oc.select:seed,...}
+            "seed=abc",
+            "`seed='abc'` must be an integer or null, not str (callbacks.resumable_loader.seed",
+        ),
     ],
 )
 def test_wrong_types_name_the_key_and_the_expected_type(

@@ -50,7 +50,7 @@ def check_values(cfg: DictConfig, resolved: Mapping[str, Any]) -> None:
                 f"put its values under `{key}.`, where nothing reads them: the run would ignore "
                 f"them. Add it as the file's first line, as in configs/{key}/{files[0].name}."
             )
-    check_config_types(resolved)
+    check_config_types(resolved, cfg)
     if errors := named_value_errors(resolved):
         raise UserError(
             f"Bad value in the config: {'; '.join(errors)}. Fix it on the command line or in "
@@ -106,10 +106,20 @@ def _is(value: Any, plain: Any) -> bool:
     return isinstance(value, plain) and (plain is bool or not isinstance(value, bool))
 
 
-def check_config_types(config: Mapping[str, Any] | DictConfig) -> None:
-    """Every value under a ``_target_`` against the type annotation of its parameter."""
+_INTERPOLATED = re.compile(r"\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)(?:,[^}]*)?\}")  # ${seed}
+
+
+def check_config_types(
+    config: Mapping[str, Any] | DictConfig, composed: DictConfig | None = None
+) -> None:
+    """Every value under a ``_target_`` against the type annotation of its parameter, a wrong
+    one named by the key typed (``composed``, unresolved: `seed` where a setting is ${seed})."""
+    composed = config if isinstance(config, DictConfig) else composed
+    unresolved = OmegaConf.to_container(composed) if composed is not None else {}
+    raw = {where: value for where, _, value in _walk(unresolved)}
     config = check_config_resolves(config) if isinstance(config, DictConfig) else config
-    errors = []
+    errors: dict[str, str] = {}  # by the key typed: `seed=abc` reaches settings as ${seed}
+    takers: dict[str, list[str]] = {}
     for where, _, node in [("", "", config), *_walk(config)]:
         if not isinstance(node, Mapping) or not isinstance(node.get("_target_"), str):
             continue
@@ -118,11 +128,20 @@ def check_config_types(config: Mapping[str, Any] | DictConfig) -> None:
             built = isinstance(value, Mapping) and "_target_" in value  # Hydra builds it
             if plain and not built and not any(_is(value, t) for t in plain):
                 expected = " or ".join(dict.fromkeys(_PLAIN[t] for t in plain))
-                shown = f"{where}.{key}={value!r}".lstrip(".")
-                errors.append(f"`{shown}` must be {expected}, not {type(value).__name__}")
+                path = f"{where}.{key}".lstrip(".")
+                typed = _INTERPOLATED.fullmatch(str(raw.get(path, "")))
+                source = typed.group(1) if typed else path
+                takers.setdefault(source, []).append(path) if typed else None
+                errors.setdefault(
+                    source, f"`{source}={value!r}` must be {expected}, not {type(value).__name__}"
+                )
     if errors:
+        said = [
+            message + (f" ({', '.join(takers[key])} take it)" if key in takers else "")
+            for key, message in errors.items()
+        ]
         raise UserError(
-            f"Wrong type in the config: {'; '.join(errors)}. Fix it on the command line or in "
+            f"Wrong type in the config: {'; '.join(said)}. Fix it on the command line or in "
             "configs/."
         )
 
