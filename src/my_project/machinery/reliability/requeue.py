@@ -173,7 +173,8 @@ def requeue_after(exit_code: int | None) -> None:
     else:
         print(
             f"`scontrol requeue {job}` failed ({result.stderr.strip() or result.returncode}): "
-            "the job ends here. Resume the run as said above.",
+            "the job ends here. Resume the run with `python train.py resume=<its directory>` "
+            "(the checkpoint named above is in it).",
             file=sys.stderr,
             flush=True,
         )

@@ -199,6 +199,8 @@ def stopped_message(signum: int, run_dir: str | Path | None, training_done: bool
     if (checkpoint := newest_checkpoint(Path(run_dir))) is None:
         return f"Stopped by {name} before the first checkpoint: nothing to resume."
     done = "Training had finished; the test did not. " if training_done else ""
+    if signum in requeue.requeue_signals():  # the requeued job continues it: nothing to type
+        return f"Stopped by {name}. {done}The newest checkpoint is {checkpoint}."
     return (
         f"Stopped by {name}. {done}The newest checkpoint is {checkpoint}. Resume with:\n"
         f"    python train.py resume={run_dir}"
