@@ -61,26 +61,42 @@ def test_ddp_does_not_warn_of_padding_it_does_not_do(ddp_docs_run: Path) -> None
     assert "Starting with 2 processes" in stderr  # what Lightning says about the run stays
 
 
+def evaluate_best_checkpoint(run: Path, out: Path, *overrides: str) -> dict[str, float]:
+    """`python eval.py ckpt_path=<the run's best checkpoint>` on the test set of prime size."""
+    best = next((run / "checkpoints").glob("epoch_*.ckpt"))
+    result = run_entry(
+        "eval",
+        *DOCS_STYLE_EVAL,
+        *overrides,
+        f"ckpt_path={best}",
+        f"data.test_size={N_TEST}",
+        "logger=none",
+        f"hydra.run.dir={out}",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    (out / "stderr.txt").write_text(result.stderr)
+    return read_metrics(out)
+
+
+@pytest.fixture(scope="module")
+def evaluated_in_one_process(
+    ddp_docs_run: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, float]:
+    """A one-process evaluation of the DDP run's best checkpoint: the reference."""
+    return evaluate_best_checkpoint(ddp_docs_run, tmp_path_factory.mktemp("eval_one"))
+
+
 @pytest.mark.slow
-def test_ddp_test_metrics_count_each_test_sample_once(ddp_docs_run: Path, tmp_path: Path) -> None:
+def test_ddp_test_metrics_count_each_test_sample_once(
+    ddp_docs_run: Path, evaluated_in_one_process: dict[str, float]
+) -> None:
     """The DDP run's test metrics equal a one-process evaluation of the same checkpoint, on a
     test set of prime size: the accuracy (torchmetrics) exactly, the loss (`self.log` with
     `sync_dist=True`, weighted by each rank's samples) to float precision, and so the error rate
     the module logs without `sync_dist` (each process's mean: the whole set's, not rank 0's)."""
     run = ddp_docs_run
-    ddp = read_metrics(run)
-    best = next((run / "checkpoints").glob("epoch_*.ckpt"))
-    result = run_entry(
-        "eval",
-        *DOCS_STYLE_EVAL,
-        f"ckpt_path={best}",
-        f"data.test_size={N_TEST}",
-        "logger=none",
-        f"hydra.run.dir={tmp_path}",
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    single = read_metrics(tmp_path)
+    ddp, single = read_metrics(run), evaluated_in_one_process
     assert single["test_acc"] == ddp["test_acc"]
     assert single["test_loss"] == pytest.approx(ddp["test_loss"], rel=1e-6)
     assert single["test_error"] == pytest.approx(ddp["test_error"], rel=1e-6)
@@ -89,6 +105,24 @@ def test_ddp_test_metrics_count_each_test_sample_once(ddp_docs_run: Path, tmp_pa
     stderr = (run.parents[3] / "stderr.txt").read_text()
     assert "self.log('test_error', ..., sync_dist=True)" not in stderr  # Lightning's warning
     assert "rank 0's alone" not in stderr
+
+
+@pytest.mark.slow
+def test_eval_with_two_devices_gives_the_whole_test_sets_metrics(
+    ddp_docs_run: Path, evaluated_in_one_process: dict[str, float], tmp_path: Path
+) -> None:
+    """`python eval.py ckpt_path=... trainer.devices=2` as a one-process evaluation: the error
+    rate the module logs without `sync_dist` too (the whole set's, not rank 0's 45 samples)."""
+    ddp = evaluate_best_checkpoint(ddp_docs_run, tmp_path, "trainer=ddp_cpu", "trainer.devices=2")
+    single = evaluated_in_one_process
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert "Starting with 2 processes" in stderr
+    assert "self.log('test_error', ..., sync_dist=True)" not in stderr  # Lightning's warning
+    assert ddp["test_acc"] == single["test_acc"]
+    assert ddp["test_loss"] == pytest.approx(single["test_loss"], rel=1e-6)
+    assert ddp["test_error"] == pytest.approx(single["test_error"], rel=1e-6)
+    wrong = ddp["test_error"] * N_TEST  # a count of the 89 samples, not of rank 0's 45
+    assert wrong == pytest.approx(round(wrong), abs=1e-4)
 
 
 @pytest.mark.slow

@@ -441,7 +441,7 @@ def test_default_callbacks_include_the_guard(tmp_path: Path) -> None:
     assert "device_guard" not in without.callbacks
 
 
-@pytest.mark.parametrize("typed", [[], ["callbacks=device_guard"]])
+@pytest.mark.parametrize("typed", [[], ["callbacks=[device_guard,whole_metrics]"]])
 def test_a_runs_opt_out_of_the_guard_is_kept_by_eval(
     tmp_path: Path, typed: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -466,6 +466,7 @@ def test_a_runs_opt_out_of_the_guard_is_kept_by_eval(
     finally:
         HydraConfig.instance().cfg = None  # type: ignore[assignment]
     assert ("device_guard" in cfg.callbacks) == bool(typed)
+    assert "whole_metrics" in cfg.callbacks  # what the advice types keeps DDP's whole metrics
     said = "Callbacks: without device_guard, as the run that wrote the checkpoint trained"
     assert (said in capsys.readouterr().out) != bool(typed)
 

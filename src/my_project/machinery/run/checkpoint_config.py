@@ -98,5 +98,5 @@ def keep_device_guard_choice(cfg: DictConfig, saved: Any, saved_path: Path) -> N
         if is_rank_zero():
             print(
                 f"Callbacks: without device_guard, as the run that wrote the checkpoint trained "
-                f"({saved_path}); name `callbacks=device_guard` to use it."
+                f"({saved_path}); name `'callbacks=[device_guard,whole_metrics]'` to use it."
             )
