@@ -428,6 +428,35 @@ def test_named_inputs_are_the_keys_the_model_reads_their_sizes_tied_as_in_the_da
     assert list(batch) == ["tokens", "mask", "label"] and batch["label"].tolist() == [0]
 
 
+def test_sizes_the_datas_batches_never_vary_in_are_shown_and_checked_fixed() -> None:
+    """A dict batch of 16 features and a category id: `x (N, 16)`, not `x (N, *)`, and a
+    request of 10 features is refused in one sentence saying so."""
+    from fastapi import HTTPException
+
+    class FeaturesAndACategory(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = torch.nn.Linear(16, 3)
+            self.embed = torch.nn.Embedding(5, 3)
+
+        def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+            return self.head(batch["x"]) + self.embed(batch["cat"])
+
+    batches = [
+        {"x": torch.randn(n, 16), "cat": torch.randint(0, 5, (n,)), "y": torch.zeros(n)}
+        for n in (8, 8, 5)
+    ]
+    signature = signature_of(batches, FeaturesAndACategory(), True, "FeaturesAndACategory")
+    assert signature.shown() == "x (N, 16) float32, cat (N,) int64"
+    arrays, single = signature.check({"x": [0.5] * 16, "cat": 2})
+    assert single and arrays["x"].shape == (1, 16) and arrays["cat"].tolist() == [2]
+    with pytest.raises(HTTPException) as refused:
+        request_inputs({"inputs": {"x": [[0.5] * 10], "cat": [2]}}, signature)
+    detail = refused.value.detail
+    assert refused.value.status_code == 422 and one_sentence(detail), detail
+    assert "holds `x` of shape (1, 10), where the model takes (N, 16) float32" in detail, detail
+
+
 @pytest.mark.parametrize(
     ("inputs", "fragment"),
     [
