@@ -189,6 +189,23 @@ def test_bad_requests_get_a_4xx_saying_what_was_wrong_and_the_server_goes_on(
 
 
 @pytest.mark.slow
+def test_a_json_body_is_read_as_json_whatever_its_content_type(server: Server) -> None:
+    """`curl -d` sends a form's Content-Type, and some clients send none or text/plain: a body
+    that is JSON is answered as JSON is, never a 500."""
+    row = split_inputs()[3].tolist()
+    _, expected = server.predict({"inputs": row})
+    body = json.dumps({"inputs": row}).encode()
+    for headers in (
+        {"Content-Type": "application/x-www-form-urlencoded"},  # curl -d
+        {"Content-Type": "text/plain"},
+        {"Content-Type": "multipart/form-data; boundary=x"},
+        {},
+    ):
+        status, answer = server.request("POST", "/predict", body, headers)
+        assert (status, json.loads(answer)) == (200, expected), (headers, answer[:300])
+
+
+@pytest.mark.slow
 def test_a_bad_request_fails_alone_among_concurrent_good_ones(server: Server) -> None:
     """LitServe answers a failure in its worker with a 500 for the whole batch; bad requests
     are refused before they join one."""
