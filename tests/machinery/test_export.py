@@ -168,18 +168,18 @@ def test_torchscript_is_not_a_format(tmp_path: Path) -> None:
 
 def test_named_inputs_are_exported_by_name_with_any_batch_size_and_length(tmp_path: Path) -> None:
     """A dict batch and the module's own predict_step (`self(batch["tokens"], batch["mask"])`):
-    forward's two tensors as inputs named as its parameters, the padded length left free, so
-    batches padded to other lengths run too."""
+    forward's two tensors as inputs named as its parameters, the padded length (which the
+    data's batches vary in) left free, so batches padded to other lengths run too."""
     from .zoo.padded import SequenceClassifier, SequenceData
 
     torch.manual_seed(0)
-    model, data = SequenceClassifier().eval(), SequenceData()
+    model, data = SequenceClassifier().eval(), SequenceData(batch_size=4)  # padded to 8, then 9
     data.setup("test")
     batches = list(data.test_dataloader())
     calls = [forward_call(model, batch, True, "the test split") for batch in batches]
-    assert list(calls[0].tensors) == ["tokens", "mask"] and calls[0].rows == 8
+    assert list(calls[0].tensors) == ["tokens", "mask"] and calls[0].rows == 4
     path = tmp_path / "model.onnx"
-    export_onnx(model, calls, path, free_sizes=True)
+    export_onnx(model, calls, path)
     difference, shown = check_with_onnxruntime(path, model, calls, atol=1e-5, rtol=1e-4)
     assert (
         difference <= 1e-5
@@ -213,11 +213,11 @@ def test_per_token_outputs_are_exported_with_the_length_free_and_named(tmp_path:
             return self(batch["tokens"], batch["mask"])
 
     torch.manual_seed(0)
-    model, data = TagsPerToken().eval(), SequenceData()
+    model, data = TagsPerToken().eval(), SequenceData(batch_size=4)
     data.setup("test")
     calls = [forward_call(model, b, True, "the test split") for b in data.test_dataloader()]
     path = tmp_path / "model.onnx"
-    export_onnx(model, calls, path, free_sizes=True)
+    export_onnx(model, calls, path)
     _, shown = check_with_onnxruntime(path, model, calls, atol=1e-5, rtol=1e-4)
     assert shown == "inputs `tokens` (batch, length) int64, `mask` (batch, length) float32"
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -232,6 +232,56 @@ def test_per_token_outputs_are_exported_with_the_length_free_and_named(tmp_path:
         with torch.no_grad():
             expected = model(tokens, mask)["tags"].numpy()
         assert tags.shape == (2, length, 3) and np.abs(tags - expected).max() <= 1e-5
+
+
+class FeaturesAndACategory(torch.nn.Module):
+    """A dict batch of fixed widths: 16 features and a category id per sample."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(5, 4)
+        self.head = torch.nn.Linear(20, 3)
+
+    def forward(self, x: torch.Tensor, cat: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.cat([x, self.embed(cat)], dim=1))
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self(batch["x"], batch["cat"])
+
+
+def features_and_categories() -> list[dict[str, torch.Tensor]]:
+    """Batches of 8, 8 and 5 samples, each `x` of 16 features."""
+    generator = torch.Generator().manual_seed(0)
+    return [
+        {
+            "x": torch.randn(n, 16, generator=generator),
+            "cat": torch.randint(0, 5, (n,), generator=generator),
+            "y": torch.zeros(n),
+        }
+        for n in (8, 8, 5)
+    ]
+
+
+def test_sizes_the_datas_batches_never_vary_in_are_fixed_in_the_file(tmp_path: Path) -> None:
+    """16 features in every batch: the file takes (batch, 16), and ONNX Runtime refuses 10
+    features at its inputs, rather than a matrix product failing deep inside."""
+    torch.manual_seed(0)
+    model = FeaturesAndACategory().eval()
+    calls = [forward_call(model, b, True, "the test split") for b in features_and_categories()]
+    path = tmp_path / "model.onnx"
+    export_onnx(model, calls, path)
+    difference, shown = check_with_onnxruntime(path, model, calls, atol=1e-5, rtol=1e-4)
+    assert difference <= 1e-5 and shown == "inputs `x` (batch, 16) float32, `cat` (batch,) int64"
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [(i.name, i.shape) for i in session.get_inputs()] == [
+        ("x", ["batch", 16]),
+        ("cat", ["batch"]),
+    ]
+    assert [(o.name, o.shape) for o in session.get_outputs()] == [("output", ["batch", 3])]
+    cat = np.zeros(2, dtype=np.int64)
+    with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.InvalidArgument) as refused:
+        session.run(None, {"x": np.zeros((2, 10), dtype=np.float32), "cat": cat})
+    assert "Got invalid dimensions for input: x" in str(refused.value)
 
 
 @pytest.mark.parametrize(
@@ -306,7 +356,7 @@ def test_pack_padded_sequence_is_refused_naming_the_line_and_the_module_it_calls
     calls = [forward_call(model, batch, True, "the test split") for batch in data.test_dataloader()]
     assert list(calls[0].tensors) == ["input_ids", "lengths"]
     with pytest.raises(UserError) as raised:
-        export_onnx(model, calls, tmp_path / "model.onnx", free_sizes=True)
+        export_onnx(model, calls, tmp_path / "model.onnx")
     line = next(
         n
         for n, text in enumerate(inspect.getsource(inspect.getmodule(model)).splitlines(), 1)
@@ -332,11 +382,11 @@ def test_a_forward_of_the_dict_batch_is_exported_an_input_per_key(tmp_path: Path
         def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
             return super().forward(batch["tokens"], batch["mask"])
 
-    model, data = ForwardOfTheBatch().eval(), SequenceData()
+    model, data = ForwardOfTheBatch().eval(), SequenceData(batch_size=4)
     data.setup("test")
     calls = [forward_call(model, b, False, "the test split") for b in data.test_dataloader()]
     assert list(calls[0].tensors) == ["tokens", "mask", "label"]
-    export_onnx(model, calls, tmp_path / "model.onnx", free_sizes=True)
+    export_onnx(model, calls, tmp_path / "model.onnx")
     difference, shown = check_with_onnxruntime(tmp_path / "model.onnx", model, calls, 1e-5, 1e-4)
     assert difference <= 1e-5 and shown.startswith("inputs `tokens` (batch, length) int64, `mask` ")
 

@@ -189,6 +189,23 @@ def test_bad_requests_get_a_4xx_saying_what_was_wrong_and_the_server_goes_on(
 
 
 @pytest.mark.slow
+def test_a_json_body_is_read_as_json_whatever_its_content_type(server: Server) -> None:
+    """`curl -d` sends a form's Content-Type, and some clients send none or text/plain: a body
+    that is JSON is answered as JSON is, never a 500."""
+    row = split_inputs()[3].tolist()
+    _, expected = server.predict({"inputs": row})
+    body = json.dumps({"inputs": row}).encode()
+    for headers in (
+        {"Content-Type": "application/x-www-form-urlencoded"},  # curl -d
+        {"Content-Type": "text/plain"},
+        {"Content-Type": "multipart/form-data; boundary=x"},
+        {},
+    ):
+        status, answer = server.request("POST", "/predict", body, headers)
+        assert (status, json.loads(answer)) == (200, expected), (headers, answer[:300])
+
+
+@pytest.mark.slow
 def test_a_bad_request_fails_alone_among_concurrent_good_ones(server: Server) -> None:
     """LitServe answers a failure in its worker with a 500 for the whole batch; bad requests
     are refused before they join one."""
@@ -426,6 +443,35 @@ def test_named_inputs_are_the_keys_the_model_reads_their_sizes_tied_as_in_the_da
     assert single and arrays["tokens"].shape == (1, 3) and arrays["tokens"].dtype == np.int64
     batch = signature.batch(arrays)  # the data's keys, `label` as zeros
     assert list(batch) == ["tokens", "mask", "label"] and batch["label"].tolist() == [0]
+
+
+def test_sizes_the_datas_batches_never_vary_in_are_shown_and_checked_fixed() -> None:
+    """A dict batch of 16 features and a category id: `x (N, 16)`, not `x (N, *)`, and a
+    request of 10 features is refused in one sentence saying so."""
+    from fastapi import HTTPException
+
+    class FeaturesAndACategory(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = torch.nn.Linear(16, 3)
+            self.embed = torch.nn.Embedding(5, 3)
+
+        def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+            return self.head(batch["x"]) + self.embed(batch["cat"])
+
+    batches = [
+        {"x": torch.randn(n, 16), "cat": torch.randint(0, 5, (n,)), "y": torch.zeros(n)}
+        for n in (8, 8, 5)
+    ]
+    signature = signature_of(batches, FeaturesAndACategory(), True, "FeaturesAndACategory")
+    assert signature.shown() == "x (N, 16) float32, cat (N,) int64"
+    arrays, single = signature.check({"x": [0.5] * 16, "cat": 2})
+    assert single and arrays["x"].shape == (1, 16) and arrays["cat"].tolist() == [2]
+    with pytest.raises(HTTPException) as refused:
+        request_inputs({"inputs": {"x": [[0.5] * 10], "cat": [2]}}, signature)
+    detail = refused.value.detail
+    assert refused.value.status_code == 422 and one_sentence(detail), detail
+    assert "holds `x` of shape (1, 10), where the model takes (N, 16) float32" in detail, detail
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ matches PyTorch on every batch of the data's ``split`` (``atol + rtol * |PyTorch
 ``forward`` is exported with what the module passes it: the batch's inputs, or what its own
 ``predict_step`` calls ``self(...)`` with (``self(batch["input_ids"], batch["lengths"])``), one
 input per tensor argument, named as forward's parameters (``input`` for one), any batch size
-(and any size past the first dimension for a dict batch's inputs, where the model allows it);
+(and any size past it that the data's batches vary in, where the model allows it);
 its outputs named as serve.py names them (``output``, ``output_<k>`` of a tuple, a dict's keys).
 """
 
@@ -59,18 +59,15 @@ def export(cfg: DictConfig) -> Path:
     if cfg.format != "onnx":  # (Lightning's other format, TorchScript, is deprecated)
         raise UserError(f"format={cfg.format} is not one export.py writes; pass format=onnx.")
     _, config, model = checkpoint_run(cfg)  # check, build
-    loaders, first = split_loaders(cfg, model)
+    loaders, _ = split_loaders(cfg, model)
     own = is_overridden("predict_step", model)
     source = f"the {cfg.split} split"
     calls = [forward_call(model, batch, own, source) for loader in loaders for batch in loader]
-    named = isinstance(first, Mapping) or (
-        isinstance(first, (list, tuple)) and isinstance(first[0], Mapping)
-    )
     entry.announce_run_dir()  # every check passed
     print_config_tree(config)
     with tempfile.TemporaryDirectory(prefix="export-") as scratch:  # run
         partial = Path(scratch) / "model.onnx"
-        export_onnx(model, calls, partial, free_sizes=named)
+        export_onnx(model, calls, partial)
         difference, shown = check_with_onnxruntime(partial, model, calls, cfg.atol, cfg.rtol)
         output_dir = Path(cfg.paths.output_dir)  # record what came out
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -137,10 +134,11 @@ def forward_call(model: Any, batch: Any, own: bool, source: str) -> Call:
     return Call(bound.args, bound.kwargs, arguments, tensors, samples_in(inputs_of(batch)))
 
 
-def export_onnx(model: Any, calls: list[Call], path: Path, free_sizes: bool = False) -> None:
+def export_onnx(model: Any, calls: list[Call], path: Path) -> None:
     """``model.forward`` to ``path`` (one file), traced on the first call of several samples,
-    any batch size (``free_sizes``: any size past the first dimension where the model allows
-    it), its progress lines and warnings off the screen; what the exporter cannot take is a
+    any batch size, any size past it that the data's batches vary in (a padded length) where
+    the model allows it, the others fixed at the data's (16 features take 16, not any), its
+    progress lines and warnings off the screen; what the exporter cannot take is a
     :class:`UserError` naming the line of the team's code and the operation where it can."""
     import torch
 
@@ -151,7 +149,7 @@ def export_onnx(model: Any, calls: list[Call], path: Path, free_sizes: bool = Fa
 
     def dims(values: list[Any], rows: list[int]) -> Any:
         """torch.export's dynamic shapes of one argument, seen as ``values`` in the calls: the
-        batch's dimension, the others that differ between calls (all, ``free_sizes``)."""
+        batch's dimension, and the others that differ between calls."""
         first = values[0]
         if isinstance(first, Mapping):
             return {key: dims([v[key] for v in values], rows) for key in first}
@@ -161,7 +159,7 @@ def export_onnx(model: Any, calls: list[Call], path: Path, free_sizes: bool = Fa
             return None
         sizes = {d: {v.shape[d] for v in values} for d in range(1, first.dim())}
         found: dict[int, Any] = {
-            d: torch.export.Dim.AUTO for d, seen in sizes.items() if free_sizes or len(seen) > 1
+            d: torch.export.Dim.AUTO for d, seen in sizes.items() if len(seen) > 1
         }
         if all(v.shape[0] == n for v, n in zip(values, rows, strict=True)):
             found[0] = batch

@@ -4,8 +4,9 @@ serve.py, a file for predict.py) checked against it and made into a batch shaped
 A batch's inputs are the batch itself, or its first element (``(x, y, ...)``): one tensor, its
 shape past the first dimension fixed; or a dict of tensors (a padding ``collate_fn``'s), whose
 inputs are the keys the model reads (its ``predict_step``, else ``forward``, on a real batch):
-each of its number of dimensions and dtype, its sizes past the first free (a sequence's length)
-but equal where the data's are equal in every batch while they vary (``tokens`` and ``mask``).
+each of its number of dimensions and dtype, its sizes past the first fixed at the data's, free
+where the data's batches vary in them (a sequence's padded length), and then equal where the
+data's are equal in every batch (``tokens`` and ``mask``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class Signature:
     example: Any
 
     def shown(self) -> str:
-        """``(N, 16) float32``, or ``input_ids (N, *) int64, lengths (N,) int64``."""
+        """``(N, 16) float32``, or ``input_ids (N, *) int64, lengths (N,) int64`` (``*``: a size
+        the data's batches vary in)."""
         if not self.named:
             return self.inputs[0].shown()
         return ", ".join(f"{spec.name} {spec.shown()}" for spec in self.inputs)
@@ -82,7 +84,10 @@ class Signature:
         single = singles == {True}
         for spec in self.inputs:
             array = arrays[spec.name] = arrays[spec.name][None] if single else arrays[spec.name]
-            if array.ndim != len(spec.shape) + 1 or not len(array):
+            fixed = all(
+                n is None or n == m for n, m in zip(spec.shape, array.shape[1:], strict=False)
+            )
+            if array.ndim != len(spec.shape) + 1 or not len(array) or not fixed:
                 raise Refused(
                     f"holds `{spec.name}` of shape {array.shape}, where the model takes "
                     f"{spec.shown()} (or one input without the first dimension)"
@@ -182,13 +187,20 @@ def signature_of(batches: Sequence[Any], model: Any, own: bool, name: str) -> Si
             f"{name} reads `{others[0]}` from its batches, a {type(first[others[0]]).__name__}; "
             "serve.py and predict.py's input files give it tensors of a row per sample only"
         )
-    specs = tuple(Spec(k, (None,) * (first[k].dim() - 1), _dtype(first[k])) for k in keys)
     sizes: dict[tuple[int, int], list[int]] = {}
     for batch in batches:
-        for i, spec in enumerate(specs):
-            for d in range(len(spec.shape)):
-                sizes.setdefault((i, d), []).append(int(inputs_of(batch)[spec.name].shape[d + 1]))
+        for i, key in enumerate(keys):
+            for d, n in enumerate(inputs_of(batch)[key].shape[1:]):
+                sizes.setdefault((i, d), []).append(int(n))
     varying = [where for where, seen in sizes.items() if len(set(seen)) > 1]
+
+    def size(i: int, d: int) -> int | None:  # free where the data's batches vary in it
+        return None if (i, d) in varying else sizes[i, d][0]
+
+    specs = tuple(
+        Spec(k, tuple(size(i, d) for d in range(first[k].dim() - 1)), _dtype(first[k]))
+        for i, k in enumerate(keys)
+    )
     groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
     for where in varying:
         groups.setdefault(tuple(sizes[where]), []).append(where)

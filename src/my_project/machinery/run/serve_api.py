@@ -195,7 +195,8 @@ class CheckpointAPI(ls.LitAPI):
 class RequestCheck(BaseHTTPMiddleware):
     """Middleware of the HTTP process: a ``POST /predict`` larger than ``max_bytes`` (413) or
     that :func:`request_inputs` refuses (422) is answered here, alone; a good one goes on with
-    its body (Starlette hands the body read here to the app)."""
+    its body (Starlette hands the body read here to the app), as JSON whatever its
+    Content-Type."""
 
     def __init__(self, app: Any, signature: Signature, max_bytes: int) -> None:
         super().__init__(app)
@@ -212,4 +213,8 @@ class RequestCheck(BaseHTTPMiddleware):
             request_inputs(body, self.signature)
         except HTTPException as error:
             return JSONResponse({"detail": error.detail}, status_code=error.status_code)
+        # The body is JSON, whatever its Content-Type said (`curl -d` says a form's, which
+        # LitServe would parse as a form): the app is told so (it reads the scope's headers).
+        headers = [(k, v) for k, v in request.scope["headers"] if k.lower() != b"content-type"]
+        request.scope["headers"] = [*headers, (b"content-type", b"application/json")]
         return await call_next(request)
