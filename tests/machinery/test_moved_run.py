@@ -113,4 +113,6 @@ def test_a_moved_run_directory_resumes_exactly_as_in_place(
     )
     assert torch.equal(elsewhere["best_model_score"], in_place["best_model_score"])
     assert read_metrics(moved) == read_metrics(trained)
+    weights = [torch.load(d / "checkpoints" / "last.ckpt")["state_dict"] for d in (moved, trained)]
+    assert all(torch.equal(weights[0][k], v) for k, v in weights[1].items())
     assert "test_acc" in read_metrics(moved)  # of the best checkpoint
