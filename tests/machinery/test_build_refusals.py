@@ -28,6 +28,7 @@ from .docs_style import LitClassifier, LitDataModule
 from .helpers import (
     DOCS_STYLE,
     DOCS_STYLE_EVAL,
+    PACKAGE,
     SEARCH_MACHINERY_CONFIGS,
     one_paragraph_error,
     run_main_in_process,
@@ -111,7 +112,8 @@ CASES: list[tuple[str, str, str, str]] = [
         "train",
         "monitor_mode=maximum",
         "`monitor_mode=maximum` (in callbacks.model_checkpoint) was refused by "
-        "lightning.pytorch.callbacks.ModelCheckpoint",
+        f"{PACKAGE}.machinery.callbacks.movable_checkpoint.MovableCheckpoint: "
+        "MisconfigurationException: `mode` can be min, max but got maximum",
     ),
     (
         "checkpoints to keep below -1",

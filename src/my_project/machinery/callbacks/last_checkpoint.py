@@ -1,5 +1,5 @@
 """`checkpoints/last.ckpt`, what a resume continues from: a ``ModelCheckpoint`` without a monitor
-that saves at every epoch end, every ``every_n_train_steps`` steps when set, and when SIGTERM or
+(whose state follows a moved run directory: `movable_checkpoint`) that saves at every epoch end, every ``every_n_train_steps`` steps when set, and when SIGTERM or
 Ctrl-C stops the run. (Lightning's ``save_last=true`` rewrites ``last.ckpt`` only in epochs that
 also save a best checkpoint.)
 """
@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .. import lightning_compat as compat
+from .movable_checkpoint import MovableCheckpoint
 
 
-class LastCheckpoint(ModelCheckpoint):
+class LastCheckpoint(MovableCheckpoint):
     def __init__(
         self, every_n_train_steps: int | None = None, save_on_interrupt: bool = True, **kwargs: Any
     ) -> None:

@@ -211,12 +211,14 @@ def load_model(
 def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     """A fit's objects built, the model checked against the checkpoint, the training data and
     the config's schedules tried: before anything is written."""
+    from ..callbacks.movable_checkpoint import check_moved_run
     from ..preflight import contract, data, schedules
     from ..preflight.checkpoint import (
         check_checkpoint_matches,
         check_resumed_batch_size,
         check_resumed_processes,
         print_notes,
+        read_checkpoint,
     )
     from . import deferred, entry
 
@@ -251,6 +253,7 @@ def training_job(cfg: DictConfig, ckpt_path: str | None) -> Job:
     job.resumed = check_checkpoint_matches(ckpt_path, built) if ckpt_path else {}
     if ckpt_path and fit:
         check_resumed_processes(ckpt_path, job.trainer)
+        check_moved_run(ckpt_path, read_checkpoint(ckpt_path), job.output_dir, job.callbacks)
     if fit and is_rank_zero():
         for key, node in schedules.schedule_nodes(config.get("model"), "model"):
             with built_from(cfg, key):
