@@ -205,6 +205,14 @@ CASES: list[tuple[str, str, str, str]] = [
         "ckpt_path={run}/checkpoints/last.ckpt trainer.max_epochs=0",
         "has trained 1 epoch, more than trainer.max_epochs=0 asks for",
     ),
+    (
+        "checkpoint of another model past the epochs asked for",  # its model first
+        "train",
+        f"!{SEARCH_MACHINERY_CONFIGS} experiment=lht_style logger=csv trainer.max_epochs=0 "
+        "ckpt_path={run}/checkpoints/last.ckpt",
+        "last.ckpt is a checkpoint of a different model: the run that wrote it trained "
+        "tests.machinery.docs_style.LitClassifier, this run's model is",
+    ),
     ("eval of an empty file", "eval", "ckpt_path={empty}", "is an empty file (0 bytes)"),
     ("eval of a text file", "eval", "ckpt_path={text}", "torch.save writes a zip archive"),
     ("eval of a saved tensor", "eval", "ckpt_path={tensor}", "it holds a Tensor"),

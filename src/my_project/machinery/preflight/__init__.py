@@ -52,7 +52,7 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     if ckpt_path is not None:
         checkpoint = read_checkpoint(ckpt_path)
         if not checkpoint_required and cfg.get("train", True):
-            check_resumed_progress(ckpt_path, checkpoint, trainer)
+            check_resumed_progress(ckpt_path, checkpoint, trainer, model)
     check_values(cfg, resolved)
     check_logger_settings(resolved.get("logger"))
     return ckpt_path
