@@ -207,6 +207,14 @@ CASES: list[tuple[str, str, str, str]] = [
         "ckpt_path={run}/checkpoints/last.ckpt trainer.max_epochs=0",
         "has trained 1 epoch, more than trainer.max_epochs=0 asks for",
     ),
+    (
+        "checkpoint of another model past the epochs asked for",  # its model first
+        "train",
+        f"!{SEARCH_MACHINERY_CONFIGS} experiment=lht_style logger=csv trainer.max_epochs=0 "
+        "ckpt_path={run}/checkpoints/last.ckpt",
+        "last.ckpt is a checkpoint of a different model: the run that wrote it trained "
+        "tests.machinery.docs_style.LitClassifier, this run's model is",
+    ),
     ("eval of an empty file", "eval", "ckpt_path={empty}", "is an empty file (0 bytes)"),
     ("eval of a text file", "eval", "ckpt_path={text}", "torch.save writes a zip archive"),
     ("eval of a saved tensor", "eval", "ckpt_path={tensor}", "it holds a Tensor"),
@@ -307,6 +315,15 @@ CASES += [
 ]
 CASES.append(
     (
+        "ckpt_path=last beside runs of another model only",  # not their epochs, then weights
+        "train",
+        f"!{SEARCH_MACHINERY_CONFIGS} experiment=lht_style logger=csv trainer.max_epochs=1 "
+        "ckpt_path=last hydra.run.dir={beside}/new",
+        "ckpt_path=last: no run under {beside} trained this run's model (model._target_=",
+    )
+)
+CASES.append(
+    (
         "early stopping monitor without its mode",
         "train",
         "callbacks=[default,early_stopping] callbacks.early_stopping.monitor=val_loss",
@@ -350,12 +367,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def places(tmp_path: Path, trained: Path) -> dict[str, Path]:
     """The files the cases name: copies of the trained run (as given, with a broken
-    config.yaml, with a broken .hydra/overrides.yaml), files that are no checkpoint, inputs
+    config.yaml, with a broken .hydra/overrides.yaml, in a folder of runs), files that are no checkpoint, inputs
     with NaN and inf, a config folder with an experiment that is not `_global_`."""
     places = {"tmp": tmp_path, "logs": tmp_path / "logs"}
     for name in ("run", "broken_config", "broken_overrides"):
         places[name] = tmp_path / name
         shutil.copytree(trained, places[name])
+    places["beside"] = tmp_path / "runs"  # a folder of runs (the docs-style module's one)
+    shutil.copytree(trained, places["beside"] / "run")
     (places["broken_config"] / "config.yaml").write_text("model:\n  _target_: [unclosed\n")
     (places["broken_overrides"] / ".hydra" / "overrides.yaml").write_text("- 'trainer.x=1\n")
     places["empty"] = tmp_path / "empty.ckpt"

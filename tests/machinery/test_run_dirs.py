@@ -155,6 +155,38 @@ def test_ckpt_path_last_prefers_this_run_then_the_newest_other_run(
         resolve_checkpoint_path("last", tmp_path / "empty" / "run")
 
 
+def test_ckpt_path_last_takes_the_newest_run_of_the_same_model_or_says_none_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The newest run beside may be of another model (the example's, beside a team's): `last`
+    passes over it, rather than refuse its epochs first and its weights after."""
+    ours, theirs, untold, current = (make_run(tmp_path / n, []) for n in ("a", "b", "c", "d"))
+    (ours / "config.yaml").write_text("model:\n  _target_: team.Mine\n  lr: 0.1\n")
+    (theirs / "config.yaml").write_text("model:\n  _target_: example.Classifier\n")
+    os.utime(ours / "checkpoints" / "last.ckpt", (1, 1))
+    os.utime(untold / "checkpoints" / "last.ckpt", (0, 0))  # oldest, its model unknown
+    (current / "checkpoints" / "last.ckpt").unlink()
+    assert resolve_checkpoint_path("last", current, "team.Mine") == str(
+        ours / "checkpoints" / "last.ckpt"
+    )
+    assert "that trained team.Mine, passing over 1 newer of other models" in capsys.readouterr().out
+    assert resolve_checkpoint_path("last", current, "example.Classifier") == str(
+        theirs / "checkpoints" / "last.ckpt"
+    )
+    # a run whose config.yaml does not say what it trained is taken at its word
+    assert resolve_checkpoint_path("last", current, "team.Other") == str(
+        untold / "checkpoints" / "last.ckpt"
+    )
+    (untold / "checkpoints" / "last.ckpt").unlink()
+    with pytest.raises(UserError) as refused:
+        resolve_checkpoint_path("last", current, "team.Other")
+    assert str(refused.value).startswith(
+        f"ckpt_path=last: no run under {tmp_path} trained this run's model "
+        f"(model._target_=team.Other); the newest last.ckpt there, "
+        f"{theirs / 'checkpoints' / 'last.ckpt'}, is of example.Classifier."
+    )
+
+
 def order(loader: ResumableDataLoader, epoch: int) -> list[int]:
     loader.sampler.set_epoch(epoch)
     return [int(i) for batch in loader for i in batch[0]]

@@ -57,6 +57,13 @@ CASES: list[tuple[str, str, str, str]] = [
         "hparams_search=mlp hydra.sweeper.sampler._target_=optuna.samplers.TPESamplr",
         "cannot work: Error locating target 'optuna.samplers.TPESamplr'",
     ),
+    (
+        "search beside an experiment of another net",  # the search would tune the MLP
+        "train",
+        "hparams_search=mlp experiment=digits_cnn",
+        "they win over experiment=digits_cnn's (model/net=cnn): this search would tune "
+        "data=digits, model=classifier, model/net=mlp, not experiment=digits_cnn.",
+    ),
     ("unknown debug option", "train", "debug=default", "Available options in 'debug': fdr,"),
     ("unknown net", "train", "model/net=transformer", "options in 'model/net': cnn, mlp"),
     ("unknown data", "train", "data=imagenet", "options in 'data': diabetes, digits"),

@@ -32,6 +32,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from .pinned_groups import overridden_choices
 from .plots import PLOTS, save_plots
 
 if TYPE_CHECKING:
@@ -146,6 +147,8 @@ class OptunaSweeper(Sweeper):
             )
         sweep_dir = Path(self._config.hydra.sweep.dir)
         try:
+            if (conflict := overridden_choices(self._config, self._config_loader)) is not None:
+                bad_input(conflict)  # before Optuna or any trial: see pinned_groups.py
             return self._search(arguments, sweep_dir)
         except SystemExit as stop:
             if stop.code == 2 and sweep_dir.is_dir():  # a trial's folder holds a run: kept

@@ -39,8 +39,9 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     check_devices(trainer)
     check_nodes_launched(trainer)
     requested = OmegaConf.select(cfg, "ckpt_path")
+    model = OmegaConf.select(cfg, "model._target_", throw_on_resolution_failure=False)
     ckpt_path = check_checkpoint_path(
-        resolve_checkpoint_path(requested, Path(cfg.paths.output_dir))
+        resolve_checkpoint_path(requested, Path(cfg.paths.output_dir), model)
     )
     if checkpoint_required and ckpt_path is None:
         script = cfg.get("task_name", "eval")
@@ -51,7 +52,7 @@ def check_config(cfg: DictConfig, *, checkpoint_required: bool = False) -> str |
     if ckpt_path is not None:
         checkpoint = read_checkpoint(ckpt_path)
         if not checkpoint_required and cfg.get("train", True):
-            check_resumed_progress(ckpt_path, checkpoint, trainer)
+            check_resumed_progress(ckpt_path, checkpoint, trainer, model)
     check_values(cfg, resolved)
     check_logger_settings(resolved.get("logger"))
     return ckpt_path

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..distributed import is_rank_zero
 from ..errors import UserError
+from ..reliability.resume import trained_model
 
 
 def check_checkpoint_path(ckpt_path: str | None, what: str = "ckpt_path") -> str | None:
@@ -93,10 +94,13 @@ def check_finite(ckpt_path: str, weights: dict[str, Any]) -> None:
         )
 
 
-def check_resumed_progress(ckpt_path: str, checkpoint: dict[str, Any], trainer: Any) -> None:
+def check_resumed_progress(
+    ckpt_path: str, checkpoint: dict[str, Any], trainer: Any, model: str | None = None
+) -> None:
     """A resume that asks for fewer epochs (or steps) than the checkpoint has trained: Lightning
     stops with a traceback once the run directory is written (epochs), or trains nothing
-    without a word (steps)."""
+    without a word (steps). A checkpoint whose run trained another ``model`` (a
+    `model._target_`) says so instead: more epochs would only meet that refusal next."""
     loops = checkpoint.get("loops", {}).get("fit_loop", {})
     epochs = loops.get("epoch_progress", {}).get("current", {}).get("processed")
     done = {"max_epochs": epochs, "max_steps": checkpoint.get("global_step")}
@@ -108,6 +112,13 @@ def check_resumed_progress(ckpt_path: str, checkpoint: dict[str, Any], trainer: 
                 note = f"{ckpt_path} has trained all {count}: nothing to train, only the test"
                 _notes.append(f"Note: trainer.{key}={limit}; {note} runs.")
                 continue
+            theirs = trained_model(Path(ckpt_path))
+            if model is not None and theirs is not None and theirs != model:
+                raise UserError(
+                    f"ckpt_path={ckpt_path} is a checkpoint of a different model: the run that "
+                    f"wrote it trained {theirs}, this run's model is {model}. Give the model "
+                    "overrides of the run that wrote it (a `resume=` reloads that run's config)."
+                )
             raise UserError(
                 f"{ckpt_path} has trained {count} {unit}{'s' if count != 1 else ''}, more than "
                 f"trainer.{key}={limit} asks for. Ask for more to train further (e.g. "

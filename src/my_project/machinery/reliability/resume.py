@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from ..distributed import is_rank_zero
 from ..errors import UserError
@@ -115,22 +115,63 @@ def newest_checkpoint(run_dir: Path) -> Path | None:
     return newest(list(folder.glob("last*.ckpt"))) or newest(list(folder.glob("*.ckpt")))
 
 
-def resolve_checkpoint_path(ckpt_path: str | None, output_dir: Path) -> str | None:
-    """`last`: :func:`newest_checkpoint` of this run, else the newest sibling run's last.ckpt.
-    A restarted job (`requeue.py`): the newest checkpoint of its run, whatever it asked."""
+def trained_model(ckpt_path: Path) -> str | None:
+    """The `model._target_` of the run that wrote ``ckpt_path`` (its `config.yaml` beside its
+    checkpoints/), ``None`` where that does not say."""
+    saved = ckpt_path.parent.parent / "config.yaml"
+    try:
+        config = OmegaConf.load(saved) if saved.is_file() else None
+    except Exception:  # yaml's errors, a file that is not text: as if it were not there
+        return None
+    if not isinstance(config, DictConfig):
+        return None
+    target = OmegaConf.select(config, "model._target_", throw_on_resolution_failure=False)
+    return target if isinstance(target, str) else None
+
+
+def resolve_checkpoint_path(
+    ckpt_path: str | None, output_dir: Path, model: str | None = None
+) -> str | None:
+    """`last`: :func:`newest_checkpoint` of this run, else the newest last.ckpt of the runs
+    beside it that trained ``model`` (a `model._target_`; a run whose config does not say is
+    taken at its word): the newest run may be of another model, whose weights would be refused
+    only after its epochs were. A restarted job (`requeue.py`): the newest checkpoint of its
+    run, whatever it asked."""
     if (continued := checkpoint_to_continue(output_dir)) is not None:
         return str(continued)
     if ckpt_path != LAST:
         return ckpt_path
-    found = newest_checkpoint(output_dir)
-    if found is None and (found := newest(list(output_dir.parent.glob("*/checkpoints/last.ckpt")))):
-        print(f"ckpt_path=last: continuing from {found}, the newest last.ckpt of the runs there.")
-    if found is None:
+    if (found := newest_checkpoint(output_dir)) is not None:
+        return str(found)
+    others = sorted(
+        output_dir.parent.glob("*/checkpoints/last.ckpt"), key=lambda p: -p.stat().st_mtime
+    )
+    if not others:
         raise UserError(
             f"ckpt_path=last: there is no checkpoints/last.ckpt in {output_dir} nor in any other "
             f"run under {output_dir.parent}. Pass a checkpoint path, or `resume=<run dir>`."
         )
-    return str(found)
+    trained = {path: trained_model(path) for path in others}
+    same = [path for path in others if model is None or trained[path] in (model, None)]
+    if not same:
+        newest_one = others[0]
+        raise UserError(
+            f"ckpt_path=last: no run under {output_dir.parent} trained this run's model "
+            f"(model._target_={model}); the newest last.ckpt there, {newest_one}, is of "
+            f"{trained[newest_one]}. Pass a checkpoint of this model "
+            "(`ckpt_path=logs/train/runs/<run>/checkpoints/last.ckpt`), or `resume=<run dir>` "
+            "to continue another run with its own config."
+        )
+    skipped = others.index(same[0])
+    print(
+        f"ckpt_path=last: continuing from {same[0]}, the newest last.ckpt of the runs there"
+        + (
+            f" that trained {model}, passing over {skipped} newer of other models."
+            if skipped
+            else "."
+        )
+    )
+    return str(same[0])
 
 
 def keep_csv_history(loggers: list[Any], resumed_step: int) -> None:
