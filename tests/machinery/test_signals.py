@@ -234,6 +234,7 @@ def test_a_requeue_signal_said_after_the_run_finished_ends_the_job_as_finished(
 
     monkeypatch.setenv("SLURM_JOB_ID", "4244")
     monkeypatch.setenv("SLURM_JOB_NAME", "train")
+    monkeypatch.setattr(entry, "job_output_dir", lambda: None)  # no Hydra job in this test
     entry._said_after_finish([signal.SIGUSR1])  # returns: the job ends with the run's status
     assert capsys.readouterr().err == ""
     with pytest.raises(SystemExit) as stop:

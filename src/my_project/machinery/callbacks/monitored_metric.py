@@ -31,8 +31,9 @@ class MonitoredMetricIsLogged(Callback):
                 continue
             same = sorted(k for k in logged if split_metric_name(k) == stage)  # val/acc: val_acc
             example = (same or sorted(logged) or ["val_loss"])[0]
-            raise UserError(
-                f"`monitor={monitor}` ({type(callback).__name__}) names a validation metric the "
+            kind = ModelCheckpoint if isinstance(callback, ModelCheckpoint) else EarlyStopping
+            raise UserError(  # Lightning's name: ours (MovableCheckpoint) is one
+                f"`monitor={monitor}` ({kind.__name__}) names a validation metric the "
                 f"module does not log; its validation logs {', '.join(sorted(logged)) or 'none'}."
                 " Set `monitor` to the one that picks the best checkpoint (configs/train.yaml, "
                 f"an experiment, or `monitor={example}` on the command line), with "

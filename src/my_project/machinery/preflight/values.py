@@ -109,6 +109,10 @@ def _is(value: Any, plain: Any) -> bool:
 _INTERPOLATED = re.compile(r"\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)(?:,[^}]*)?\}")  # ${seed}
 
 
+def _verb(takers: list[str]) -> str:
+    return "takes" if len(takers) == 1 else "take"
+
+
 def check_config_types(
     config: Mapping[str, Any] | DictConfig, composed: DictConfig | None = None
 ) -> None:
@@ -131,13 +135,16 @@ def check_config_types(
                 path = f"{where}.{key}".lstrip(".")
                 typed = _INTERPOLATED.fullmatch(str(raw.get(path, "")))
                 source = typed.group(1) if typed else path
-                takers.setdefault(source, []).append(path) if typed else None
-                errors.setdefault(
-                    source, f"`{source}={value!r}` must be {expected}, not {type(value).__name__}"
-                )
+                said = f"`{source}={value!r}` must be {expected}, not {type(value).__name__}"
+                if typed:
+                    takers.setdefault(source, []).append(path)
+                    errors.setdefault(source, said)
+                else:  # the key typed is checked itself: its own type is the one to name
+                    errors[source] = said
     if errors:
         said = [
-            message + (f" ({', '.join(takers[key])} take it)" if key in takers else "")
+            message
+            + (f" ({', '.join(takers[key])} {_verb(takers[key])} it)" if key in takers else "")
             for key, message in errors.items()
         ]
         raise UserError(
