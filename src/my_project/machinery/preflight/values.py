@@ -135,12 +135,12 @@ def check_config_types(
                 path = f"{where}.{key}".lstrip(".")
                 typed = _INTERPOLATED.fullmatch(str(raw.get(path, "")))
                 source = typed.group(1) if typed else path
-                said = f"`{source}={value!r}` must be {expected}, not {type(value).__name__}"
+                wrong = f"`{source}={value!r}` must be {expected}, not {type(value).__name__}"
                 if typed:
                     takers.setdefault(source, []).append(path)
-                    errors.setdefault(source, said)
+                    errors.setdefault(source, wrong)
                 else:  # the key typed is checked itself: its own type is the one to name
-                    errors[source] = said
+                    errors[source] = wrong
     if errors:
         said = [
             message
