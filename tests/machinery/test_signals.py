@@ -154,6 +154,22 @@ def test_a_signal_after_the_run_finished_gets_its_line_and_keeps_everything(
     assert list((run_dir / "checkpoints").glob("*.ckpt"))
 
 
+def _train_as_a_slurm_task(run_dir: Path, job: str) -> Any:
+    """`python train.py` as the one task of SLURM batch job ``job`` (a plain `python`: the warm
+    processes end without the interpreter's exit, where Python restores default actions)."""
+    import subprocess
+
+    slurm = {"SLURM_JOB_ID": job, "SLURM_JOB_NAME": "train", "SLURM_NTASKS": "1"}
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *pinned([*RUN, f"hydra.run.dir={run_dir}"])],
+        cwd=ROOT,
+        env=clean_env(**slurm, SLURM_PROCID="0", SLURM_NTASKS_PER_NODE="1", SLURM_NNODES="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 def _catches(pid: int, signum: int) -> bool:
     """Whether process ``pid`` has a handler for ``signum`` (Linux's /proc: SigCgt)."""
     status = Path(f"/proc/{pid}/status").read_text()
@@ -172,18 +188,8 @@ def test_sigusr1_while_the_job_starts_stops_it_before_the_run_began_not_kills_it
     the job starts. It is taken from before Hydra composes (its default action killed the job,
     exit 138 by the signal, FAILED, a run directory left): a stop before the run began, one
     line, nothing kept, then the requeue (here `scontrol` fails: no such job)."""
-    import subprocess
-
     run_dir = tmp_path / "run"
-    slurm = {"SLURM_JOB_ID": "4243", "SLURM_JOB_NAME": "train", "SLURM_NTASKS": "1"}
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *pinned([*RUN, f"hydra.run.dir={run_dir}"])],
-        cwd=ROOT,
-        env=clean_env(**slurm, SLURM_PROCID="0", SLURM_NTASKS_PER_NODE="1", SLURM_NNODES="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    process = _train_as_a_slurm_task(run_dir, "4243")
     while not _catches(process.pid, signal.SIGUSR1):
         assert process.poll() is None, process.communicate()[0][-3000:]
         time.sleep(0.002)
@@ -200,18 +206,8 @@ def test_sigusr1_after_the_run_finished_ends_the_slurm_job_as_finished(tmp_path:
     process exits): there is nothing to save or requeue, so the job ends as the finished run
     it is, exit status 0 (not killed by the signal: FAILED). A plain `python`: the warm
     processes end without the interpreter's exit, where Python restores the default action."""
-    import subprocess
-
     run_dir = tmp_path / "run"
-    slurm = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "train", "SLURM_NTASKS": "1"}
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *pinned([*RUN, f"hydra.run.dir={run_dir}"])],
-        cwd=ROOT,
-        env=clean_env(**slurm, SLURM_PROCID="0", SLURM_NTASKS_PER_NODE="1", SLURM_NNODES="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    process = _train_as_a_slurm_task(run_dir, "4242")
     while not (run_dir / "metrics.json").exists():  # written once the run has finished
         assert process.poll() is None, process.communicate()[0][-3000:]
         time.sleep(0.05)
