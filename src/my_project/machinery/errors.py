@@ -72,3 +72,9 @@ def require_extra(modules: tuple[str, ...], extra: str, what: str) -> None:
             f"{what} needs {', '.join(missing)}, which this environment does not have: install "
             f'the project\'s `{extra}` extra (`pip install -e ".[{extra}]"`, also in `dev`).'
         )
+
+
+def more(items: list[Any], shown: int) -> str:
+    """`` (and N more)`` after the first ``shown`` of ``items`` (an ellipsis before a full stop
+    read as "....")."""
+    return f" (and {len(items) - shown} more)" if len(items) > shown else ""

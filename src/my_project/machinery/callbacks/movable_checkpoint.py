@@ -15,7 +15,7 @@ from typing import Any
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from ..errors import UserError
+from ..errors import UserError, more
 
 PATH_KEYS = ("best_model_path", "kth_best_model_path", "last_model_path")
 
@@ -83,7 +83,7 @@ def check_moved_run(
         if missing:
             raise UserError(
                 f"{where} {callback.dirpath}, which lacks {', '.join(missing[:3])}"
-                f"{' ...' if len(missing) > 3 else ''}, {lost}. Move or copy the run directory "
+                f"{more(missing, 3)}, {lost}. Move or copy the run directory "
                 f"with all its checkpoints (or put them back in {saved}), then resume it again."
             )
         raise UserError(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..distributed import is_rank_zero
-from ..errors import UserError
+from ..errors import UserError, more
 from ..reliability.resume import trained_model
 
 
@@ -236,12 +236,6 @@ def check_checkpoint_matches(ckpt_path: str, model: Any) -> dict[str, Any]:
     check_finite(ckpt_path, {k: weights[k] for k, _ in model.named_parameters() if k in weights})
     progress = {k: checkpoint.get(k) for k in ("epoch", "global_step")}
     return {**progress, "logger_step": logger_step(checkpoint)}
-
-
-def more(items: list[Any], shown: int) -> str:
-    """`` (and N more)`` after the first ``shown`` of ``items`` (an ellipsis before a full stop
-    read as "....")."""
-    return f" (and {len(items) - shown} more)" if len(items) > shown else ""
 
 
 def compiled_names_differ(ours: set[str], theirs: set[str]) -> bool:
